@@ -1,0 +1,91 @@
+"""Environment protocol, TaskSpec and the suite registry.
+
+A *suite* (textworld, babyai, dbbench, ...) lists tasks by split and family and builds an
+``Env`` for one task. Suites register themselves by short name in ``SUITES`` (a dotted path
+to a zero-argument factory), so importing this module stays cheap.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from jitlab.errors import UnknownName
+from jitlab.protocol import Capability, Observation
+
+__all__ = ["TaskSpec", "Score", "Env", "Suite", "SUITES", "get_suite", "suite_names"]
+
+
+@dataclass
+class TaskSpec:
+    """One task. ``description`` is written for a harness generator: what the task is, what tools
+    exist, what success means, the budgets. ``data`` holds what the suite needs to build the env
+    (never shown to the harness: it may hold answers)."""
+    id: str
+    suite: str
+    family: str
+    split: str
+    description: str
+    tools: list[Capability] = field(default_factory=list)
+    max_steps: int = 30
+    data: dict = field(default_factory=dict, repr=False)
+
+    def public(self) -> dict:
+        """The part a harness may see (no ``data``)."""
+        return {"id": self.id, "suite": self.suite, "family": self.family, "split": self.split,
+                "description": self.description, "max_steps": self.max_steps,
+                "tools": [{"name": c.name, "description": c.description, "args": c.args} for c in self.tools]}
+
+
+@dataclass
+class Score:
+    success: bool
+    reward: float
+    info: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Env(Protocol):
+    spec: TaskSpec
+
+    def reset(self, seed: int = 0) -> Observation: ...
+    def step(self, tool: str, args: dict) -> Observation: ...
+    def score(self) -> Score: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Suite(Protocol):
+    name: str
+    families: list[str]
+    splits: list[str]
+
+    def tasks(self, split: str = "dev", family: str | None = None) -> list[TaskSpec]: ...
+    def make_env(self, spec: TaskSpec) -> Env: ...
+
+
+SUITES: dict[str, str] = {
+    "textworld": "jitlab.envs.textworld:TextWorldSuite",
+    "babyai": "jitlab.envs.babyai:BabyAISuite",
+    "dbbench": "jitlab.envs.dbbench:DBBenchSuite",
+    "toy": "jitlab.envs.toy:ToySuite",
+}
+
+
+def suite_names() -> list[str]:
+    return sorted(SUITES)
+
+
+def get_suite(name: str) -> Suite:
+    """Build a suite by short name or ``package.module:Class`` path."""
+    target = SUITES.get(name, name if ":" in name else None)
+    if target is None:
+        raise UnknownName("suite", name, SUITES)
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)()
+
+
+def check_choice(kind: str, value: str | None, allowed) -> None:
+    """Raise UnknownName when ``value`` is set and not in ``allowed``."""
+    if value is not None and value not in allowed:
+        raise UnknownName(kind, value, allowed)

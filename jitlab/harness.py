@@ -1,0 +1,158 @@
+"""Load a harness from a folder in the seed-bank format.
+
+A harness folder holds ``memory.py`` (class ``Memory``), ``planning.py`` (class ``Planner``),
+``tool_policy.py`` (class ``CapabilityPolicy``), ``action.py`` (class ``Action``), ``prompt.yaml``
+(prompt texts and templates, a mapping) and ``description.yaml`` (name, lineage, purpose,
+modules). An optional ``hooks.py`` (class ``Hooks``) holds lifecycle hooks added by an engineer.
+Each class is built with no arguments; configuration lives in class attributes.
+
+``resolve(name_or_path)`` finds a seed by short name in ``seed_bank/`` or takes a folder path.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from jitlab.errors import HarnessError, UnknownName
+from jitlab.paths import repo_root
+
+__all__ = ["MODULE_FILES", "Harness", "load_harness", "resolve", "harness_sha", "seed_names", "read_files"]
+
+# file -> (class it must define, methods that class must have)
+MODULE_FILES = {
+    "memory.py": ("Memory", ("update", "view")),
+    "planning.py": ("Planner", ("plan",)),
+    "tool_policy.py": ("CapabilityPolicy", ("select",)),
+    "action.py": ("Action", ("act",)),
+}
+YAML_FILES = ("prompt.yaml", "description.yaml")
+OPTIONAL_FILES = {"hooks.py": ("Hooks", ())}
+HARNESS_FILES = tuple(MODULE_FILES) + YAML_FILES
+
+
+def seed_bank_dir() -> Path:
+    return repo_root() / "seed_bank"
+
+
+def seed_names() -> list[str]:
+    root = seed_bank_dir()
+    return sorted(p.name for p in root.iterdir() if (p / "description.yaml").exists()) if root.exists() else []
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """A seed name (``react``) or a path to a harness folder -> the folder."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        return path.resolve()
+    candidate = seed_bank_dir() / str(name_or_path)
+    if candidate.is_dir():
+        return candidate
+    raise UnknownName("harness", str(name_or_path), seed_names() + ["<path to a harness folder>"])
+
+
+def read_files(folder: str | Path) -> dict[str, str]:
+    """The harness's files as {name: text}; raises HarnessError naming the missing files."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise HarnessError(f"harness folder {folder} does not exist", file=str(folder), kind="import_error")
+    missing = [f for f in HARNESS_FILES if not (folder / f).is_file()]
+    if missing:
+        raise HarnessError(f"harness folder {folder} is missing {', '.join(missing)} "
+                           f"(a harness needs {', '.join(HARNESS_FILES)})", file=missing[0], kind="import_error")
+    names = list(HARNESS_FILES) + [f for f in OPTIONAL_FILES if (folder / f).is_file()]
+    return {name: (folder / name).read_text() for name in names}
+
+
+def harness_sha(files: dict[str, str]) -> str:
+    """sha256 over the sorted file names and contents: a harness's identity."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass
+class Harness:
+    """A loaded harness: module classes, prompts and description. ``build()`` makes fresh instances."""
+    name: str
+    folder: Path
+    sha: str
+    classes: dict[str, type]
+    prompts: dict
+    description: dict
+    files: dict[str, str] = field(repr=False, default_factory=dict)
+
+    def build(self) -> dict[str, object]:
+        """Fresh module instances keyed memory/planner/policy/action (+ hooks)."""
+        instances = {}
+        for key, cls in self.classes.items():
+            try:
+                instances[key] = cls()
+            except Exception as exc:
+                raise HarnessError(f"{cls.__name__}() failed: {exc!r}", file=_FILE_OF[key], kind="runtime_error") from exc
+        return instances
+
+
+_KEY = {"memory.py": "memory", "planning.py": "planner", "tool_policy.py": "policy", "action.py": "action",
+        "hooks.py": "hooks"}
+_FILE_OF = {v: k for k, v in _KEY.items()}
+
+
+def _load_yaml(folder: Path, name: str) -> dict:
+    try:
+        data = yaml.safe_load((folder / name).read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise HarnessError(f"invalid YAML: {exc}", file=name, kind="parse_error") from exc
+    if not isinstance(data, dict):
+        raise HarnessError(f"must be a mapping, got {type(data).__name__}", file=name, kind="parse_error")
+    return data
+
+
+def load_harness(name_or_path: str | Path) -> Harness:
+    """Import a harness folder and check each file defines its class with the required methods."""
+    folder = resolve(name_or_path)
+    files = read_files(folder)
+    sha = harness_sha(files)
+    package = f"_jitlab_harness_{sha[:16]}"
+    if package not in sys.modules:
+        pkg = types.ModuleType(package)
+        pkg.__path__ = [str(folder)]
+        sys.modules[package] = pkg
+    classes = {}
+    for file, (cls_name, methods) in {**MODULE_FILES, **{k: v for k, v in OPTIONAL_FILES.items() if k in files}}.items():
+        module = _import(package, folder, file)
+        cls = getattr(module, cls_name, None)
+        if not isinstance(cls, type):
+            raise HarnessError(f"must define a class named {cls_name}", file=file, kind="interface_mismatch")
+        absent = [m for m in methods if not callable(getattr(cls, m, None))]
+        if absent:
+            raise HarnessError(f"class {cls_name} lacks method(s) {', '.join(absent)}", file=file,
+                               kind="interface_mismatch")
+        classes[_KEY[file]] = cls
+    description = _load_yaml(folder, "description.yaml")
+    return Harness(name=str(description.get("name", folder.name)), folder=folder, sha=sha, classes=classes,
+                   prompts=_load_yaml(folder, "prompt.yaml"), description=description, files=files)
+
+
+def _import(package: str, folder: Path, file: str) -> types.ModuleType:
+    name = f"{package}.{file[:-3]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, folder / file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        del sys.modules[name]
+        raise HarnessError(f"syntax error line {exc.lineno}: {exc.msg}", file=file, kind="parse_error") from exc
+    except Exception as exc:
+        del sys.modules[name]
+        raise HarnessError(f"import failed: {exc!r}", file=file, kind="import_error") from exc
+    return module

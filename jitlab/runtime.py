@@ -1,0 +1,210 @@
+"""The episode loop (kernel): budgets, step/turn limits, the brokered backbone handle.
+
+    reset -> on_init -> repeat { memory.update -> view -> plan -> select capabilities ->
+    pre_decision -> act -> pre_action -> env.step -> post_feedback } until done or a budget ends
+
+``HarnessAgent`` runs the four modules and hooks; it is the part that may live in a sandboxed
+child (jitlab.sandbox drives the same class over RPC). ``run_episode`` is the trusted side: it
+owns the environment, the scorer, the budget and the records.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+
+from jitlab.errors import BudgetExceeded, HarnessError, InfraError
+from jitlab.protocol import HOOKS, Completion, Context, Ctx, Decision, Event, Observation
+
+__all__ = ["Budget", "LLMHandle", "HarnessAgent", "EpisodeResult", "run_episode"]
+
+
+@dataclass
+class Budget:
+    """Limits of one episode. ``max_steps=None`` uses the task's own ``max_steps``."""
+    max_steps: int | None = None
+    max_tokens: int = 60_000
+    max_wall_s: float = 900.0
+
+
+class LLMHandle:
+    """What modules get as ``ctx.llm``: forwards to the backbone, counts tokens, enforces the
+    token budget, consults the replay cache and reports every call to ``on_call``."""
+
+    def __init__(self, backbone, budget: Budget | None = None, cache=None, on_call=None, seed: int = 0,
+                 phase: str = "execute"):
+        self.backbone, self.budget, self.cache, self.on_call = backbone, budget or Budget(), cache, on_call
+        self.seed, self.phase, self.step = seed, phase, 0
+        self.prompt_tokens = self.completion_tokens = self.calls = 0
+        self.cost = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def chat(self, messages: list[dict], **params) -> Completion:
+        if self.tokens >= self.budget.max_tokens:
+            raise BudgetExceeded(f"token budget {self.budget.max_tokens} spent")
+        messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+        from jitlab.llm.cache import cache_key
+        key = cache_key(self.backbone.id, messages, params, self.seed)
+        completion = self.cache.get(key) if self.cache else None
+        if completion is None:
+            completion = self.backbone.chat(messages, **params)
+            if self.cache:
+                self.cache.put(key, completion)
+        self._account(completion, key, messages, params)
+        return completion
+
+    def score(self, messages: list[dict], candidates: list[str]) -> list[float]:
+        scorer = getattr(self.backbone, "score", None)
+        if scorer is None:
+            raise NotImplementedError(f"backbone {self.backbone.id} has no score()")
+        from jitlab.llm.cache import cache_key
+        key = cache_key(self.backbone.id, messages, {"score": candidates}, self.seed)
+        cached = self.cache.get(key, kind="score") if self.cache else None
+        scores = cached if cached is not None else [float(s) for s in scorer(messages, list(candidates))]
+        if cached is None and self.cache:
+            self.cache.put(key, scores, kind="score")
+        if self.on_call:
+            # a scoring pass reads the prompt once per candidate; record it as prompt tokens, no completion
+            tokens = sum(len(c.split()) for c in candidates) + sum(len(m["content"].split()) for m in messages)
+            self._account(Completion(text="", prompt_tokens=tokens, cached=cached is not None), key, messages,
+                          {"score": len(candidates)}, kind="score")
+        return scores
+
+    def _account(self, completion: Completion, key: str, messages, params, kind: str = "chat") -> None:
+        with self._lock:
+            self.prompt_tokens += completion.prompt_tokens
+            self.completion_tokens += completion.completion_tokens
+            self.cost += completion.cost
+            self.calls += 1
+        if self.on_call:
+            self.on_call({"step": self.step, "phase": self.phase, "kind": kind, "key": key,
+                          "backbone": self.backbone.id, "prompt_tokens": completion.prompt_tokens,
+                          "completion_tokens": completion.completion_tokens, "cost": completion.cost,
+                          "latency_s": completion.latency_s, "cached": completion.cached,
+                          "messages": messages, "params": params, "text": completion.text})
+
+
+class HarnessAgent:
+    """Runs a loaded harness's four modules and hooks for one episode."""
+
+    def __init__(self, harness, llm):
+        self.harness, self.llm = harness, llm
+        self.modules = harness.build()
+        self.ctx: Ctx | None = None
+        self.capabilities = []
+
+    def _each(self, method: str):
+        for module in self.modules.values():
+            fn = getattr(module, method, None)
+            if callable(fn):
+                yield fn
+
+    def begin(self, task, obs: Observation) -> None:
+        self.ctx = Ctx(llm=self.llm, task=task, prompts=self.harness.prompts)
+        self.capabilities = list(task.tools)
+        for fn in self._each("reset"):
+            fn(self.ctx)
+        for fn in self._each("on_init"):
+            fn(self.ctx, obs)
+        self._remember(Event("observation", obs.text, 0, {"candidates": obs.candidates}))
+        self.last_obs = obs
+
+    def _remember(self, event: Event) -> None:
+        self.modules["memory"].update(event, self.ctx)
+
+    def decide(self, step: int) -> Decision:
+        ctx, mods = self.ctx, self.modules
+        ctx.step = step
+        view = mods["memory"].view(ctx)
+        directive = mods["planner"].plan(view, ctx)
+        caps = mods["policy"].select(directive, view, self.capabilities, ctx)
+        context = Context(task=ctx.task, view=view, directive=directive, capabilities=list(caps),
+                          observation=self.last_obs, step=step)
+        for fn in self._each("pre_decision"):
+            context.hints.extend(fn(ctx, context) or [])
+        decision = mods["action"].act(context, ctx)
+        for fn in self._each("pre_action"):
+            decision = fn(ctx, context, decision) or decision
+        if not isinstance(decision, Decision):
+            raise HarnessError(f"Action.act returned {type(decision).__name__}, expected Decision",
+                               file="action.py", kind="interface_mismatch")
+        decision.data.setdefault("trace", {"view_chars": len(view.text), "directive": directive.text,
+                                           "capabilities": [c.name for c in caps], "hints": context.hints})
+        return decision
+
+    def observe(self, decision: Decision, obs: Observation, step: int) -> None:
+        self._remember(Event("action", _render(decision), step, {"tool": decision.tool, "args": decision.args,
+                                                               "thought": decision.thought}))
+        self.last_obs = obs
+        for fn in self._each("post_feedback"):
+            fn(self.ctx, decision, obs)
+        self._remember(Event("observation", obs.text, step, {"candidates": obs.candidates, "reward": obs.reward}))
+
+
+def _render(decision: Decision) -> str:
+    if set(decision.args) == {"command"}:
+        return str(decision.args["command"])
+    return f"{decision.tool}({', '.join(f'{k}={v!r}' for k, v in decision.args.items())})"
+
+
+@dataclass
+class EpisodeResult:
+    status: str                    # ok | budget | harness_error | infra_error
+    success: bool = False
+    reward: float = 0.0
+    steps: int = 0
+    tool_calls: int = 0
+    wall_s: float = 0.0
+    error: str = ""
+    diagnostic: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_step=None) -> EpisodeResult:
+    """Run one episode. ``agent`` has begin/decide/observe (a HarnessAgent or a sandbox proxy).
+    ``on_step(dict)`` receives every step's record. Harness exceptions end the episode with
+    ``harness_error``; InfraError propagates as ``infra_error`` so the runner retries it."""
+    start = time.perf_counter()
+    max_steps = budget.max_steps or env.spec.max_steps
+    result = EpisodeResult(status="ok")
+    step = 0
+    try:
+        obs = env.reset(seed=seed)
+        agent.begin(env.spec, obs)
+        while not obs.done and step < max_steps:
+            if time.perf_counter() - start > budget.max_wall_s:
+                raise BudgetExceeded(f"wall budget {budget.max_wall_s}s spent")
+            step += 1
+            llm.step = step
+            tokens_before = llm.tokens
+            decision = agent.decide(step)
+            obs = env.step(decision.tool, dict(decision.args))
+            result.tool_calls += 1
+            agent.observe(decision, obs, step)
+            if on_step:
+                on_step({"step": step, "tool": decision.tool, "args": decision.args, "thought": decision.thought,
+                         "observation": obs.text, "reward": obs.reward, "done": obs.done,
+                         "tokens": llm.tokens - tokens_before, "trace": decision.data.get("trace", {})})
+    except BudgetExceeded as exc:
+        result.status, result.error = "budget", str(exc)
+    except InfraError as exc:
+        result.status, result.error = "infra_error", str(exc)
+    except HarnessError as exc:
+        result.status, result.error = "harness_error", str(exc)
+        result.diagnostic = {"kind": exc.kind, "file": exc.file, "message": str(exc)}
+    except Exception as exc:  # harness code is arbitrary: any exception is its failure
+        result.status, result.error = "harness_error", f"{type(exc).__name__}: {exc}"
+        result.diagnostic = {"kind": "runtime_error", "message": str(exc),
+                             "traceback": "".join(traceback.format_exc(limit=-6))}
+    score = env.score() if result.status != "infra_error" else None
+    if score is not None:
+        result.success, result.reward = bool(score.success), float(score.reward)
+    result.steps, result.wall_s = step, time.perf_counter() - start
+    return result
