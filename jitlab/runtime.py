@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 
-from jitlab.errors import BudgetExceeded, HarnessError, InfraError
+from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
 from jitlab.protocol import HOOKS, Completion, Context, Ctx, Decision, Event, Observation
 
 __all__ = ["Budget", "LLMHandle", "HarnessAgent", "EpisodeResult", "run_episode"]
@@ -196,6 +196,8 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         result.status, result.error = "budget", str(exc)
     except InfraError as exc:
         result.status, result.error = "infra_error", str(exc)
+    except ConfigError:
+        raise  # a missing model package or bad option is the user's to fix, not the harness's failure
     except HarnessError as exc:
         result.status, result.error = "harness_error", str(exc)
         result.diagnostic = {"kind": exc.kind, "file": exc.file, "message": str(exc)}

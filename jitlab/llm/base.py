@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from jitlab.errors import UnknownName
 from jitlab.protocol import Completion
 
-__all__ = ["Backbone", "Completion", "get_backbone", "BACKENDS"]
+__all__ = ["Backbone", "Completion", "get_backbone", "check_name", "BACKENDS"]
 
 
 @runtime_checkable
@@ -35,13 +35,22 @@ BACKENDS = {
 }
 
 
+def check_name(name: str) -> None:
+    """Raise UnknownName for a backbone name no backend accepts, without loading anything."""
+    kind, _, rest = name.partition(":")
+    if kind not in BACKENDS or (kind != "embedded" and not rest) or (kind == "embedded" and rest):
+        raise UnknownName("backbone", name, ["embedded", "hf:<dir>[#file.gguf]", "litellm:<provider/model>",
+                                              "scripted:<name>"])
+    if kind == "scripted":
+        from jitlab.llm.scripted import check_scripted
+        check_scripted(rest)
+
+
 def get_backbone(name: str, **options) -> Backbone:
     """Build a backbone from its name (see module docstring). ``options`` go to the backend."""
     import importlib
+    check_name(name)
     kind, _, rest = name.partition(":")
-    if kind not in BACKENDS:
-        raise UnknownName("backbone", name, ["embedded", "hf:<dir>[#file.gguf]", "litellm:<provider/model>",
-                                              "scripted:<name>"])
     module, _, attr = BACKENDS[kind].partition(":")
     factory = getattr(importlib.import_module(module), attr)
     return factory(**options) if kind == "embedded" else factory(rest, **options)

@@ -25,7 +25,7 @@ from typing import Callable
 from jitlab.errors import InfraError, UnknownName
 from jitlab.protocol import Completion
 
-__all__ = ["ScriptedBackbone", "get_scripted", "SCRIPTS", "listed_options"]
+__all__ = ["ScriptedBackbone", "get_scripted", "check_scripted", "SCRIPTS", "listed_options"]
 
 PRICE_PER_TOKEN = 1e-6  # a nominal price so cost columns are exercised by tests
 
@@ -98,10 +98,14 @@ class ScriptedBackbone:
                 for i, c in enumerate(candidates)]
 
 
+def check_scripted(name: str) -> None:
+    if not name.startswith("reply:") and name not in SCRIPTS:
+        raise UnknownName("scripted backbone", f"scripted:{name}", [f"scripted:{k}" for k in SCRIPTS] + ["scripted:reply:<text>"])
+
+
 def get_scripted(name: str, **options) -> ScriptedBackbone:
+    check_scripted(name)
     if name.startswith("reply:"):
         text = name[len("reply:"):].replace("\\n", "\n")
         return ScriptedBackbone(lambda messages: text, name=name, **options)
-    if name not in SCRIPTS:
-        raise UnknownName("scripted backbone", f"scripted:{name}", [f"scripted:{k}" for k in SCRIPTS] + ["scripted:reply:<text>"])
     return ScriptedBackbone(SCRIPTS[name], name=name, **options)

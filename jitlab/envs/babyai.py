@@ -1,0 +1,263 @@
+"""BabyAI suite: grid-world instruction following (minigrid's BabyAI levels) rendered as text.
+
+    from jitlab.envs import get_suite
+    suite = get_suite("babyai"); spec = suite.tasks("dev", family="GoToLocal")[0]
+    env = suite.make_env(spec); print(env.reset().text); env.step("act", {"command": "go forward"})
+
+Each task is one seeded episode of one level (``BabyAI-<family>-v0``); dev and test use disjoint
+seed ranges (dev 1000.., test 2000..). The agent sees a text rendering of its 7x7 egocentric
+view (objects with relative positions, what is directly in front, what it carries) and acts with
+one tool ``act`` whose command is one of ``turn left``, ``turn right``, ``go forward``, ``pick
+up``, ``drop``, ``toggle``, ``done``. ``done`` ends the episode. Success = the environment's
+reward is > 0 (BabyAI pays ``1 - 0.9 * steps / max_steps`` on completion).
+
+The oracle (``BabyAISuite().oracle(env)``) is minigrid's ``BabyAIBot``; it reads the true
+environment state and exists only to check that the env and the scorer agree.
+
+Caveats: the reset ``seed`` argument is ignored: the task's own seed fixes the episode, so a
+task is the same episode every time. minigrid prints "Sampling rejected" while generating some
+levels; that output is swallowed.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass, field
+
+from jitlab.envs.base import Score, TaskSpec, check_choice
+from jitlab.protocol import Capability, Decision, Observation
+
+__all__ = ["BabyAIConfig", "BabyAISuite", "BabyAIEnv", "BabyAIOracle", "COMMANDS", "ACT", "LEVELS", "render"]
+
+COMMANDS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle", "done"]
+_ALIASES = {"left": "turn left", "right": "turn right", "forward": "go forward", "move forward": "go forward",
+            "pickup": "pick up", "open": "toggle", "go left": "turn left", "go right": "turn right"}
+
+ACT = Capability("act", "Do one action in the grid world. command is one of: " + ", ".join(COMMANDS) + ".",
+                 {"type": "object", "properties": {"command": {"type": "string", "enum": COMMANDS}},
+                  "required": ["command"]})
+
+# family -> (gym id, step budget given to a harness). Budgets leave room over the bot's longest
+# episode on the shipped seeds (measured: 20, 16, 12, 26, 21, 43, 11 steps).
+LEVELS = {
+    "GoToLocal": ("BabyAI-GoToLocal-v0", 40),
+    "PickupLoc": ("BabyAI-PickupLoc-v0", 40),
+    "OpenDoor": ("BabyAI-OpenDoor-v0", 40),
+    "GoToObjDoor": ("BabyAI-GoToObjDoor-v0", 40),
+    "PutNextLocal": ("BabyAI-PutNextLocal-v0", 64),
+    "UnlockLocal": ("BabyAI-UnlockLocal-v0", 64),
+    "GoToSeqS5R2": ("BabyAI-GoToSeqS5R2-v0", 80),
+}
+
+_DESCRIPTION = (
+    "BabyAI grid world ({level}). You are an agent in a grid of rooms with walls, doors, keys, balls and "
+    "boxes; you see a 7x7 area in front of you (not through walls or closed doors). The mission is given in "
+    "each observation (for this task: '{mission}'). Each observation lists the visible objects with their "
+    "position relative to you (steps ahead, steps to the left or right), what is directly in front of you, "
+    "and what you carry. Tool: act(command) with command one of: {commands}. 'pick up', 'drop' and 'toggle' "
+    "(open/close a door, open a box; a locked door needs the key of its colour in hand) act on the cell "
+    "directly in front of you; you carry at most one object; 'go to X' means stand facing X, adjacent to it. "
+    "'done' ends the episode. Success: the environment reports the mission completed (reward > 0; fewer "
+    "steps give higher reward). Budget: {max_steps} actions."
+)
+
+
+@dataclass
+class BabyAIConfig:
+    """How many episodes each level contributes per split and where the seed ranges start."""
+    per_split: int = field(default=10, metadata={"help": "episodes per level in each split"})
+    dev_seed: int = field(default=1000, metadata={"help": "first seed of the dev split"})
+    test_seed: int = field(default=2000, metadata={"help": "first seed of the test split (ranges must not overlap)"})
+
+
+def _make_gym(level_id: str):
+    import gymnasium as gym
+    import minigrid  # noqa: F401  (registers the BabyAI ids)
+    return gym.make(level_id)
+
+
+class BabyAISuite:
+    name = "babyai"
+    families = list(LEVELS)
+    splits = ["dev", "test"]
+
+    def __init__(self, config: BabyAIConfig | None = None):
+        self.config = config or BabyAIConfig()
+        if self.config.dev_seed + self.config.per_split > self.config.test_seed:
+            raise ValueError("BabyAIConfig: dev and test seed ranges overlap; raise test_seed")
+
+    def tasks(self, split: str = "dev", family: str | None = None) -> list[TaskSpec]:
+        check_choice("split", split, self.splits)
+        check_choice("family", family, self.families)
+        first = self.config.dev_seed if split == "dev" else self.config.test_seed
+        specs = []
+        for fam, (level_id, max_steps) in LEVELS.items():
+            if family is not None and fam != family:
+                continue
+            for seed in range(first, first + self.config.per_split):
+                specs.append(TaskSpec(
+                    id=f"babyai-{fam}-{seed}", suite=self.name, family=fam, split=split,
+                    description="", tools=[ACT], max_steps=max_steps,
+                    data={"level": level_id, "seed": seed}))
+        for spec in specs:
+            spec.description = _DESCRIPTION.format(level=spec.family, mission=_mission(spec),
+                                                   commands=", ".join(COMMANDS), max_steps=spec.max_steps)
+        return specs
+
+    def make_env(self, spec: TaskSpec) -> "BabyAIEnv":
+        return BabyAIEnv(spec)
+
+    def oracle(self, env: "BabyAIEnv") -> "BabyAIOracle":
+        return BabyAIOracle(env)
+
+
+_MISSIONS: dict[tuple[str, int], str] = {}
+
+
+def _mission(spec: TaskSpec) -> str:
+    key = (spec.data["level"], spec.data["seed"])
+    if key not in _MISSIONS:
+        gym_env = _make_gym(key[0])
+        with contextlib.redirect_stdout(io.StringIO()):
+            obs, _ = gym_env.reset(seed=key[1])
+        _MISSIONS[key] = obs["mission"]
+        gym_env.close()
+    return _MISSIONS[key]
+
+
+def _describe(type_idx: int, color_idx: int, state: int) -> str:
+    from minigrid.core.constants import IDX_TO_COLOR, IDX_TO_OBJECT
+    kind, color = IDX_TO_OBJECT[int(type_idx)], IDX_TO_COLOR[int(color_idx)]
+    if kind == "door":
+        return f"a {('open', 'closed', 'locked')[int(state)]} {color} door"
+    if kind in ("key", "ball", "box"):
+        return f"a {color} {kind}"
+    return f"a {kind}"
+
+
+def _where(ahead: int, side: int) -> str:
+    parts = []
+    if ahead:
+        parts.append(f"{ahead} step{'s' * (ahead != 1)} ahead")
+    if side:
+        parts.append(f"{abs(side)} step{'s' * (abs(side) != 1)} to the {'right' if side > 0 else 'left'}")
+    return " and ".join(parts) if parts else "here"
+
+
+def render(image, mission: str, carrying) -> str:
+    """Text for one egocentric observation. ``image`` is minigrid's (7, 7, 3) view array, agent at
+    column 3 of the last row, facing towards row 0; ``carrying`` is a WorldObj or None."""
+    size = image.shape[0]
+    mid, back = size // 2, size - 1
+    seen = []
+    for i in range(size):
+        for j in range(size):
+            kind = int(image[i, j, 0])
+            if kind in (4, 5, 6, 7, 8, 9):  # door, key, ball, box, goal, lava
+                ahead, side = back - j, i - mid
+                seen.append((ahead + abs(side), ahead, side, _describe(*image[i, j])))
+    seen.sort()
+    lines = [f"Mission: {mission}."]
+    lines.append("You see: " + ("; ".join(f"{d} {_where(a, s)}" for _, a, s, d in seen) if seen else "no objects")
+                 + ".")
+    wall_ahead = next((d for d in range(1, back + 1) if int(image[mid, back - d, 0]) == 2), None)
+    free = 0
+    while free < back and int(image[mid, back - 1 - free, 0]) in (1, 3):
+        free += 1
+    front = int(image[mid, back - 1, 0])
+    if front in (1, 3):
+        front_text = "empty floor"
+    elif front == 0:
+        front_text = "something you cannot see"
+    else:
+        front_text = _describe(*image[mid, back - 1])
+    lines.append(f"Directly in front of you: {front_text}. Free cells straight ahead: {free}"
+                 + (f"; wall {wall_ahead} steps ahead." if wall_ahead else "."))
+    sides = [f"{name}: {'wall' if int(image[mid + off, back, 0]) == 2 else 'open'}" for name, off in
+             (("left", -1), ("right", 1))]
+    lines.append("Next to you " + ", ".join(sides) + ".")
+    held = f"a {carrying.color} {carrying.type}" if carrying is not None else "nothing"
+    lines.append(f"You are carrying: {held}.")
+    return "\n".join(lines)
+
+
+class BabyAIEnv:
+    """One seeded BabyAI episode behind a text interface."""
+
+    def __init__(self, spec: TaskSpec):
+        self.spec = spec
+        self.gym = _make_gym(spec.data["level"])
+        self.steps = 0
+        self.total_reward = 0.0
+        self.finished = False
+        self._mission = ""
+
+    @property
+    def unwrapped(self):
+        return self.gym.unwrapped
+
+    def _observe(self, obs: dict, note: str = "", reward: float = 0.0) -> Observation:
+        text = render(obs["image"], obs["mission"], self.unwrapped.carrying)
+        if note:
+            text = note + "\n" + text
+        if self.finished:
+            text += "\nThe episode is over."
+        return Observation(text, candidates=list(COMMANDS), done=self.finished, reward=reward,
+                           info={"steps": self.steps})
+
+    def reset(self, seed: int = 0) -> Observation:
+        with contextlib.redirect_stdout(io.StringIO()):
+            obs, _ = self.gym.reset(seed=self.spec.data["seed"])
+        self.steps, self.total_reward, self.finished = 0, 0.0, False
+        self._mission = obs["mission"]
+        self._last = obs
+        return self._observe(obs)
+
+    def step(self, tool: str, args: dict) -> Observation:
+        if self.finished:
+            return self._observe(self._last, "The episode is already over.")
+        command = str(args.get("command", "")).strip().lower().rstrip(".") if isinstance(args, dict) else ""
+        command = _ALIASES.get(command, command)
+        if tool != "act" or command not in COMMANDS:
+            return self._observe(self._last, f"Invalid action {tool}({args!r}): use act(command) with command one "
+                                             f"of {', '.join(COMMANDS)}. Nothing happened.")
+        self.steps += 1
+        if command == "done":
+            self.finished = True
+            return self._observe(self._last, "You declare the mission done.")
+        obs, reward, terminated, truncated, _ = self.gym.step(COMMANDS.index(command))
+        self._last = obs
+        self.total_reward += float(reward)
+        self.finished = bool(terminated or truncated)
+        note = f"You {command}."
+        if terminated and reward > 0:
+            note += " Mission complete!"
+        elif truncated:
+            note += " The environment's step limit is reached."
+        return self._observe(obs, note, reward=float(reward))
+
+    def score(self) -> Score:
+        return Score(success=self.total_reward > 0, reward=self.total_reward,
+                     info={"steps": self.steps, "level": self.spec.data["level"], "seed": self.spec.data["seed"]})
+
+    def close(self) -> None:
+        self.gym.close()
+
+
+class BabyAIOracle:
+    """minigrid's BabyAIBot as an agent (begin/decide/observe). Reads the true state; a sanity check only."""
+
+    def __init__(self, env: BabyAIEnv):
+        self.env = env
+        self.bot = None
+
+    def begin(self, task, obs: Observation) -> None:
+        from minigrid.utils.baby_ai_bot import BabyAIBot
+        self.bot = BabyAIBot(self.env.gym)
+
+    def decide(self, step: int) -> Decision:
+        action = int(self.bot.replan())
+        return Decision("act", {"command": COMMANDS[action]}, thought="BabyAIBot")
+
+    def observe(self, decision: Decision, obs: Observation, step: int) -> None:
+        pass

@@ -1,0 +1,182 @@
+"""The basic modules ReAct is built from: full-history memory, no planner, full registry,
+ReAct action (Thought/Action loop) and a random action for baselines.
+
+The ReAct parser tolerates a small model's formatting: ``Action: go north``, ``Action: [go north]``,
+``> go north``, quoted text, trailing punctuation, ``tool_name(arg)`` or ``tool_name: {"json": ...}``
+and a missing ``Action:`` line (the last non-empty line is used). For text games the action is
+then mapped onto the nearest admissible command: exact match, else ``Backbone.score`` (one batched
+forward pass over the candidates) when ``rerank="score"``, else string similarity.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import random
+import re
+from dataclasses import dataclass, field
+
+from jitlab.modules.prompting import render
+from jitlab.protocol import Capability, Context, Ctx, Decision, Directive, Event, View
+
+__all__ = ["FullHistory", "NoPlanner", "FullRegistry", "ReActAction", "RandomAction", "parse_react",
+           "to_decision", "history_text"]
+
+
+def history_text(events: list[Event], max_chars: int) -> str:
+    """Render events as a transcript, keeping the most recent ``max_chars`` characters."""
+    lines = []
+    for e in events:
+        prefix = {"observation": "Observation", "action": "Action", "tool_result": "Result"}.get(e.kind, e.kind.title())
+        lines.append(f"{prefix}: {e.content.strip()}")
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else "...\n" + text[-max_chars:]
+
+
+@dataclass
+class FullHistory:
+    """M: keep every event; the view is the whole transcript (tail-capped to fit the context)."""
+    max_chars: int = field(default=3000, metadata={"help": "characters of transcript shown (most recent kept)"})
+
+    def reset(self, ctx: Ctx) -> None:
+        self.events: list[Event] = []
+
+    def update(self, event: Event, ctx: Ctx) -> None:
+        self.events.append(event)
+
+    def view(self, ctx: Ctx) -> View:
+        return View(history_text(self.events, self.max_chars), list(self.events))
+
+
+class NoPlanner:
+    """P: no planning; the directive is empty."""
+
+    def reset(self, ctx: Ctx) -> None:
+        pass
+
+    def plan(self, view: View, ctx: Ctx) -> Directive:
+        return Directive("")
+
+
+class FullRegistry:
+    """F: expose every tool of the task, in registry order."""
+
+    def reset(self, ctx: Ctx) -> None:
+        pass
+
+    def select(self, directive: Directive, view: View, registry: list[Capability], ctx: Ctx) -> list[Capability]:
+        return list(registry)
+
+
+_ACTION_RE = re.compile(r"^\s*(?:\d+\.\s*)?\**action\**\s*(?:\d+)?\s*[:：]\s*(.+)$", re.I | re.M)
+
+
+def parse_react(text: str) -> tuple[str, str]:
+    """(thought, action text) from a Thought/Action reply, tolerating sloppy formatting."""
+    matches = _ACTION_RE.findall(text)
+    if matches:
+        action = matches[0]
+        thought = text[: text.lower().find("action")].strip()
+    else:
+        lines = [l for l in text.strip().splitlines() if l.strip()]
+        action, thought = (lines[-1] if lines else ""), "\n".join(lines[:-1])
+    thought = re.sub(r"^\s*thought\s*[:：]\s*", "", thought, flags=re.I)
+    action = action.strip().strip("`").strip()
+    action = re.sub(r"^(>|\[|\")\s*|\s*(\]|\")$", "", action).strip()
+    return thought.strip(), action.rstrip(".!").strip()
+
+
+def _single_text_tool(caps: list[Capability]) -> Capability | None:
+    """A tool whose only argument is a string (text-game style ``act(command)``)."""
+    for cap in caps:
+        props = cap.args.get("properties", {})
+        if len(props) == 1 and next(iter(props.values())).get("type") == "string":
+            return cap
+    return None
+
+
+def to_decision(action: str, thought: str, context: Context, ctx: Ctx, rerank: str = "similarity") -> Decision:
+    """Map parsed action text onto a tool call of the exposed capabilities."""
+    caps = context.capabilities
+    by_name = {c.name: c for c in caps}
+    call = re.match(r"^([A-Za-z_][\w]*)\s*(?:\((.*)\)|\[(.*)\]|:\s*(.*))\s*$", action, re.S)
+    if call and call.group(1) in by_name:
+        cap = by_name[call.group(1)]
+        raw = next(g for g in call.groups()[1:] if g is not None).strip()
+        return Decision(cap.name, _args_for(cap, raw), thought)
+    text_tool = _single_text_tool(caps)
+    if text_tool is None:
+        cap = caps[0] if caps else Capability("noop", "")
+        return Decision(cap.name, _args_for(cap, action), thought)
+    arg = next(iter(text_tool.args["properties"]))
+    candidates = context.observation.candidates
+    command = _nearest(action, candidates, context, ctx, rerank) if candidates else action
+    return Decision(text_tool.name, {arg: command}, thought, {"raw_action": action})
+
+
+def _args_for(cap: Capability, raw: str) -> dict:
+    raw = raw.strip()
+    try:
+        value = json.loads(raw)
+        if isinstance(value, dict):
+            return value
+    except json.JSONDecodeError:
+        value = raw.strip("'\"")
+    props = list(cap.args.get("properties", {}))
+    return {props[0]: value} if props else {}
+
+
+def _nearest(action: str, candidates: list[str], context: Context, ctx: Ctx, rerank: str) -> str:
+    lowered = {c.lower(): c for c in candidates}
+    if action.lower() in lowered:
+        return lowered[action.lower()]
+    if rerank == "score":
+        try:
+            messages = [{"role": "user", "content": f"{context.view.text}\nNext command (intended: {action}):"}]
+            scores = ctx.llm.score(messages, candidates)
+            return candidates[max(range(len(candidates)), key=scores.__getitem__)]
+        except NotImplementedError:
+            pass
+    return max(candidates, key=lambda c: difflib.SequenceMatcher(None, action.lower(), c.lower()).ratio())
+
+
+@dataclass
+class ReActAction:
+    """A: ReAct. One backbone call per step produces 'Thought: ... Action: ...'."""
+    max_new_tokens: int = field(default=48, metadata={"help": "tokens the backbone may write per step"})
+    rerank: str = field(default="similarity", metadata={"help": "map free text to an admissible command by "
+                                                                "'similarity' or 'score' (Backbone.score)"})
+    max_candidates: int = field(default=30, metadata={"help": "admissible commands listed in the prompt"})
+
+    def reset(self, ctx: Ctx) -> None:
+        pass
+
+    def messages(self, context: Context, ctx: Ctx) -> list[dict]:
+        values = {"task": ctx.task.public(), "view": context.view.text, "directive": context.directive.text,
+                  "hints": context.hints, "tools": context.capabilities,
+                  "candidates": context.observation.candidates[: self.max_candidates], "step": context.step}
+        return [{"role": "system", "content": render(ctx.prompts["system"], **values)},
+                {"role": "user", "content": render(ctx.prompts["step"], **values)}]
+
+    def act(self, context: Context, ctx: Ctx) -> Decision:
+        reply = ctx.llm.chat(self.messages(context, ctx), max_new_tokens=self.max_new_tokens,
+                             stop=["\nObservation"])
+        thought, action = parse_react(reply.text)
+        return to_decision(action, thought, context, ctx, self.rerank)
+
+
+@dataclass
+class RandomAction:
+    """A: a uniformly random admissible command (seeded by task and step); a baseline, no backbone."""
+    seed: int = field(default=0, metadata={"help": "added to the per-task seed"})
+
+    def reset(self, ctx: Ctx) -> None:
+        self.rng = random.Random(f"{ctx.task.id}:{self.seed}")
+
+    def act(self, context: Context, ctx: Ctx) -> Decision:
+        candidates = context.observation.candidates
+        if candidates:
+            text_tool = _single_text_tool(context.capabilities)
+            arg = next(iter(text_tool.args["properties"])) if text_tool else "command"
+            return Decision(text_tool.name if text_tool else "act", {arg: self.rng.choice(candidates)}, "random")
+        cap = self.rng.choice(context.capabilities)
+        return Decision(cap.name, {k: "" for k in cap.args.get("properties", {})}, "random")

@@ -1,0 +1,131 @@
+"""Tests of the TextWorld suite. The default tests generate two small games (~5 s each) into a
+temporary cache and regenerate one of them; the slow test generates and plays every dev game."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+
+import pytest
+
+from jitlab.envs.base import get_suite
+from jitlab.envs.textworld import TextWorldConfig, TextWorldSuite
+from jitlab.errors import UnknownName
+from jitlab.runtime import Budget, LLMHandle, run_episode
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    return TextWorldSuite(TextWorldConfig(data_dir=str(tmp_path_factory.mktemp("tw"))))
+
+
+def _task(suite, family, level, split="dev", index=0):
+    return next(t for t in suite.tasks(split, family) if t.data["level"] == level and t.id.endswith(f"-{index:02d}"))
+
+
+def _sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_unknown_split_and_family_name_the_choices(suite):
+    with pytest.raises(UnknownName, match="unknown split 'train'.*dev, test"):
+        suite.tasks("train")
+    with pytest.raises(UnknownName, match="unknown family 'zork'.*coin_collector"):
+        suite.tasks("dev", family="zork")
+
+
+def test_task_listing_is_cheap_disjoint_and_hides_answers(suite):
+    dev, test = suite.tasks("dev"), suite.tasks("test")
+    assert len(dev) + len(test) >= 60
+    assert {t.family for t in dev} == set(suite.families) == {"coin_collector", "treasure_hunter", "cooking"}
+    assert not {t.data["seed"] for t in dev} & {t.data["seed"] for t in test}
+    assert len({t.id for t in dev + test}) == len(dev + test)
+    assert not list(suite.cache.games.glob("*.z8")), "listing tasks must not generate games"
+    public = dev[0].public()
+    assert "data" not in public and "act(command)" in public["description"]
+    assert str(dev[0].max_steps) in public["description"] and public["tools"][0]["name"] == "act"
+    assert get_suite("textworld").name == "textworld"
+
+
+def test_reset_step_score_coin_collector(suite):
+    env = suite.make_env(_task(suite, "coin_collector", 1))
+    obs = env.reset()
+    assert "$$" not in obs.text and obs.text and not obs.done
+    assert "take coin" in obs.candidates
+    obs = env.step("act", {"command": "dance wildly"})       # not admissible: no progress, no crash
+    assert not obs.done and env.score().success is False and env.score().reward == 0
+    obs = env.step("shout", {"text": "hi"})                   # unknown tool: an error observation
+    assert "act(command)" in obs.text and not obs.done
+    obs = env.step("act", {"command": "take coin"})
+    assert obs.done and obs.reward == 1.0 and obs.candidates == []
+    score = env.score()
+    assert score.success and score.reward == 1.0
+    assert env.step("act", {"command": "look"}).text == "The game is over."
+    env.close()
+
+
+def test_oracle_wins_through_the_runtime(suite):
+    for family, level in [("coin_collector", 1), ("cooking", 1)]:
+        env = suite.make_env(_task(suite, family, level))
+        assert env.spec.data["walkthrough"], "make_env fills the walkthrough in"
+        result = run_episode(env, suite.oracle(env), LLMHandle(backbone=None), Budget())
+        env.close()
+        assert result.status == "ok" and result.success and result.reward == 1.0, (family, result)
+
+
+def test_wrong_actions_do_not_succeed(suite):
+    spec = _task(suite, "cooking", 1)
+    env = suite.make_env(spec)
+    obs = env.reset()
+    assert "examine cookbook" in obs.candidates
+    for _ in range(spec.max_steps):
+        obs = env.step("act", {"command": "look" if _ % 2 else "inventory"})
+    score = env.score()
+    assert not obs.done and not score.success and score.reward == 0.0
+    env.close()
+
+
+def test_corrupt_cached_game_is_regenerated_byte_identical_once(suite, caplog):
+    spec = _task(suite, "coin_collector", 1)
+    game = suite.ensure(spec).data["game"]
+    original = suite.cache.manifest()[spec.id]["sha256"]
+    with open(game, "r+b") as fh:                               # overwrite some bytes in place
+        fh.seek(1000)
+        fh.write(b"\x00corrupt\x00" * 8)
+    assert _sha(game) != original["z8"]
+    caplog.set_level(logging.WARNING, logger="jitlab.envs.textworld")
+    errors = []
+
+    def ask():
+        try:
+            suite.ensure(spec)
+        except Exception as exc:  # collected so the main thread fails the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]   # two callers, one regeneration
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    warnings = [r for r in caplog.records if "regenerating" in r.getMessage()]
+    assert len(warnings) == 1 and "corrupt" in warnings[0].getMessage()
+    assert _sha(game) == original["z8"], "regeneration must be byte-identical (PYTHONHASHSEED=0)"
+    assert suite.cache.manifest()[spec.id]["sha256"] == original
+    env = suite.make_env(spec)
+    assert "take coin" in env.reset().candidates
+    env.close()
+
+
+@pytest.mark.slow
+def test_oracle_solves_dev_split(tmp_path):
+    """Generates all dev games (~2-3 min) and plays the oracle on each."""
+    suite = TextWorldSuite()
+    wins = 0
+    specs = suite.tasks("dev")
+    for spec in specs:
+        env = suite.make_env(spec)
+        result = run_episode(env, suite.oracle(env), LLMHandle(backbone=None), Budget())
+        env.close()
+        wins += result.success
+    assert wins / len(specs) >= 0.95

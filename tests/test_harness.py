@@ -1,0 +1,58 @@
+"""Loading harness folders: clear errors that name the file and what is missing."""
+import shutil
+
+import pytest
+
+from jitlab.errors import HarnessError, UnknownName
+from jitlab.harness import harness_sha, load_harness, read_files
+
+
+@pytest.fixture
+def react_copy(tmp_path):
+    folder = tmp_path / "h"
+    shutil.copytree(load_harness("react").folder, folder)
+    return folder
+
+
+def test_missing_file_is_named(react_copy):
+    (react_copy / "planning.py").unlink()
+    with pytest.raises(HarnessError, match="missing planning.py") as err:
+        load_harness(react_copy)
+    assert err.value.file == "planning.py"
+
+
+def test_missing_class_is_named(react_copy):
+    (react_copy / "tool_policy.py").write_text("class Policy:\n    pass\n")
+    with pytest.raises(HarnessError, match="tool_policy.py: must define a class named CapabilityPolicy"):
+        load_harness(react_copy)
+
+
+def test_missing_method_is_named(react_copy):
+    (react_copy / "memory.py").write_text("class Memory:\n    def update(self, e, ctx): pass\n")
+    with pytest.raises(HarnessError, match="lacks method.*view") as err:
+        load_harness(react_copy)
+    assert err.value.kind == "interface_mismatch"
+
+
+def test_syntax_error_is_a_parse_error_with_line(react_copy):
+    (react_copy / "action.py").write_text("class Action:\n    def act(self\n")
+    with pytest.raises(HarnessError, match="action.py: syntax error line") as err:
+        load_harness(react_copy)
+    assert err.value.kind == "parse_error"
+
+
+def test_bad_yaml(react_copy):
+    (react_copy / "prompt.yaml").write_text("- just\n- a list\n")
+    with pytest.raises(HarnessError, match="prompt.yaml: must be a mapping"):
+        load_harness(react_copy)
+
+
+def test_unknown_harness_lists_available():
+    with pytest.raises(UnknownName, match="available: .*react"):
+        load_harness("no-such-harness")
+
+
+def test_sha_changes_with_content(react_copy):
+    before = harness_sha(read_files(react_copy))
+    (react_copy / "prompt.yaml").write_text((react_copy / "prompt.yaml").read_text() + "\n# edit\n")
+    assert harness_sha(read_files(react_copy)) != before

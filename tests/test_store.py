@@ -1,0 +1,93 @@
+"""Run records: resume, SIGKILL safety, config drift, infra retries, DataFrame export."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jitlab.errors import ConfigDrift
+from jitlab.runner import RunConfig, run
+from jitlab.store import load
+
+
+def _cfg(out, **kw):
+    base = dict(suite="toy", harness="react", backbone="scripted:pick-hash", limit=4, out=str(out), quiet=True)
+    return RunConfig(**{**base, **kw})
+
+
+def test_summary_and_frames(tmp_path):
+    out = run(_cfg(tmp_path / "r"))
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("suite", "harness", "backbone", "n_episodes", "success_rate", "mean_reward", "tokens_per_task",
+                "cost_per_task", "tool_calls_per_task", "wall_s_per_task"):
+        assert key in summary
+    assert summary["n_episodes"] == 4 and summary["tokens_per_task"] > 0 and summary["cost_per_task"] > 0
+    frames = load(out)
+    assert len(frames["episodes"]) == 4
+    assert len(frames["steps"]) == frames["episodes"]["steps"].sum()
+    assert len(frames["calls"]) == frames["episodes"]["llm_calls"].sum()
+    assert frames["calls"]["backbone"].str.startswith("scripted:").all()
+
+
+def test_rerun_adds_no_episodes(tmp_path):
+    run(_cfg(tmp_path / "r"))
+    run(_cfg(tmp_path / "r", concurrency=3))       # concurrency is not part of the fingerprint
+    assert len(load(tmp_path / "r")["episodes"]) == 4
+
+
+def test_config_drift_is_refused_with_the_difference(tmp_path):
+    run(_cfg(tmp_path / "r"))
+    with pytest.raises(ConfigDrift, match=r"backbone: 'scripted:pick-hash' -> 'scripted:look'.*--new-run"):
+        run(_cfg(tmp_path / "r", backbone="scripted:look"))
+    run(_cfg(tmp_path / "r", backbone="scripted:look", new_run=True))
+    assert load(tmp_path / "r")["config"]["backbone"].iloc[0] == "scripted:look"
+    assert list(tmp_path.joinpath("r").glob("run.*.sqlite")), "old records are kept beside the new run"
+
+
+def test_infra_errors_are_retried_not_counted(tmp_path):
+    out = run(_cfg(tmp_path / "r", backbone="scripted:fail", retries=1, limit=2))
+    eps = load(out)["episodes"]
+    assert set(eps["status"]) == {"infra_error"} and len(eps) == 4        # 2 tasks x 2 attempts
+    assert json.loads((out / "summary.json").read_text())["n_episodes"] == 0
+
+
+def test_replay_cache_makes_reruns_exact_and_flags_hits(tmp_path):
+    first = load(run(_cfg(tmp_path / "a", limit=2)))
+    second = load(run(_cfg(tmp_path / "b", limit=2)))
+    assert not first["calls"]["cached"].any() and second["calls"]["cached"].all()
+    assert list(first["calls"]["text"]) == list(second["calls"]["text"])
+    assert second["episodes"]["cost"].sum() == pytest.approx(first["episodes"]["cost"].sum())
+    assert list(first["steps"]["args"]) == list(second["steps"]["args"])
+
+
+def _final_counts(out):
+    db = sqlite3.connect(out / "run.sqlite")
+    rows = db.execute("SELECT task_id, COUNT(*) FROM episodes WHERE status IN ('ok','budget','harness_error') "
+                      "GROUP BY task_id").fetchall()
+    db.close()
+    return dict(rows)
+
+
+@pytest.mark.parametrize("kill_after", [0.4, 1.1])
+def test_sigkill_mid_run_resumes_without_loss_or_duplicates(tmp_path, kill_after):
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "jitlab.cli", "run", "--suite", "toy", "--harness", "react", "--backbone",
+           "scripted:pick-hash", "--backbone-option", "delay_s=0.03", "--limit", "10", "--out", str(out),
+           "--no-cache"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(kill_after)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = _final_counts(out) if (out / "run.sqlite").exists() else {}
+    assert len(partial) < 10, "the kill should land mid-run"
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    counts = _final_counts(out)
+    assert len(counts) == 10 and set(counts.values()) == {1}
+    for task_id in partial:      # episodes finished before the kill were kept, not rerun
+        assert counts[task_id] == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_episodes"] == 10
