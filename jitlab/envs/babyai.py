@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from jitlab.envs.base import Score, TaskSpec, check_choice
 from jitlab.protocol import Capability, Decision, Observation
 
-__all__ = ["BabyAIConfig", "BabyAISuite", "BabyAIEnv", "BabyAIOracle", "COMMANDS", "ACT", "LEVELS", "render"]
+__all__ = ["ACT", "COMMANDS", "LEVELS", "BabyAIConfig", "BabyAIEnv", "BabyAIOracle", "BabyAISuite", "render"]
 
 COMMANDS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle", "done"]
 _ALIASES = {"left": "turn left", "right": "turn right", "forward": "go forward", "move forward": "go forward",
@@ -91,10 +91,11 @@ class BabyAISuite:
         check_choice("family", family, self.families)
         first = self.config.dev_seed if split == "dev" else self.config.test_seed
         specs = []
-        for fam, (level_id, max_steps) in LEVELS.items():
-            if family is not None and fam != family:
-                continue
-            for seed in range(first, first + self.config.per_split):
+        # seed-major order, so the first tasks (``--limit``) cover every level
+        for seed in range(first, first + self.config.per_split):
+            for fam, (level_id, max_steps) in LEVELS.items():
+                if family is not None and fam != family:
+                    continue
                 specs.append(TaskSpec(
                     id=f"babyai-{fam}-{seed}", suite=self.name, family=fam, split=split,
                     description="", tools=[ACT], max_steps=max_steps,
@@ -104,10 +105,10 @@ class BabyAISuite:
                                                    commands=", ".join(COMMANDS), max_steps=spec.max_steps)
         return specs
 
-    def make_env(self, spec: TaskSpec) -> "BabyAIEnv":
+    def make_env(self, spec: TaskSpec) -> BabyAIEnv:
         return BabyAIEnv(spec)
 
-    def oracle(self, env: "BabyAIEnv") -> "BabyAIOracle":
+    def oracle(self, env: BabyAIEnv) -> BabyAIOracle:
         return BabyAIOracle(env)
 
 

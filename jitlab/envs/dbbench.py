@@ -10,7 +10,9 @@ test split, 200 tasks; Apache-2.0). Families are the task ``type`` (other, count
 ranking, aggregation-SUM/MIN/MAX/AVG, INSERT, UPDATE).
 
 Each episode builds its one table in a fresh in-memory SQLite database the way AgentBench builds
-it in MySQL: every column is TEXT and every value is inserted as ``str(value)``. Tools:
+it in MySQL: every column is TEXT and every value is inserted as ``str(value)``. Text comparison
+is made MySQL-like: columns use a case- and accent-insensitive collation (``MYSQL_CI``, as MySQL 8's
+default) and LIKE folds case and accents the same way. ATTACH (files) is refused. Tools:
 ``execute_sql(sql)`` runs one statement (rows shown are capped at ``row_limit``; a statement is cut
 off after ``time_limit_s`` by a progress handler; errors come back as observations) and
 ``commit_answer(answer)`` ends the episode.
@@ -43,16 +45,31 @@ import json
 import re
 import sqlite3
 import time
+import unicodedata
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from jitlab.envs.base import Score, TaskSpec, check_choice
 from jitlab.protocol import Capability, Decision, Observation
 
-__all__ = ["DBBenchConfig", "DBBenchSuite", "DBBenchEnv", "DBBenchOracle", "DATA_DIR", "EXECUTE_SQL",
-           "COMMIT_ANSWER", "answers_match", "normalize_answer", "translate_mysql", "table_hash",
-           "mysql_table_md5", "gold_check", "excluded", "load_entries"]
+__all__ = [
+    "COMMIT_ANSWER",
+    "DATA_DIR",
+    "EXECUTE_SQL",
+    "DBBenchConfig",
+    "DBBenchEnv",
+    "DBBenchOracle",
+    "DBBenchSuite",
+    "answers_match",
+    "excluded",
+    "gold_check",
+    "load_entries",
+    "mysql_table_md5",
+    "normalize_answer",
+    "table_hash",
+    "translate_mysql",
+]
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "dbbench"
 _MODIFY = ("INSERT", "UPDATE", "DELETE")
@@ -81,7 +98,7 @@ class DBBenchConfig:
 
 # --------------------------------------------------------------------------- data
 
-@lru_cache(maxsize=None)
+@cache
 def load_entries(split: str) -> tuple[dict, ...]:
     """The raw AgentBench entries of a split, each with ``_id`` (``dev-000``...) added."""
     path = DATA_DIR / f"{split}.jsonl"
@@ -94,7 +111,7 @@ def load_entries(split: str) -> tuple[dict, ...]:
     return tuple(entries)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fixes() -> dict[str, dict]:
     """id -> {"sql": replacement gold statement} or {"exclude": True}, each with a "reason"."""
     path = DATA_DIR / "fixes.jsonl"
@@ -121,21 +138,75 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _build_db(entry: dict) -> sqlite3.Connection:
-    """A fresh in-memory database holding the entry's table, built as AgentBench builds it."""
+def _fold(text: str) -> str:
+    """MySQL utf8mb4_0900_ai_ci-like key: accents dropped, case folded."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch)).casefold()
+
+
+def _collate(a: str, b: str) -> int:
+    a, b = _fold(a), _fold(b)
+    return (a > b) - (a < b)
+
+
+@lru_cache(maxsize=512)
+def _like_regex(pattern: str, escape: str | None) -> re.Pattern:
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if escape and ch == escape and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _like(pattern, value, escape="\\"):
+    # MySQL's LIKE escapes with a backslash unless told otherwise
+    if pattern is None or value is None:
+        return None
+    return int(bool(_like_regex(_fold(str(pattern)), escape).fullmatch(_fold(str(value)))))
+
+
+def _authorize(action: int, *_args) -> int:
+    # the database lives in memory: ATTACH / VACUUM INTO would let SQL write files in the trusted parent
+    return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else sqlite3.SQLITE_OK
+
+
+def _connect() -> sqlite3.Connection:
+    """An in-memory SQLite connection with MySQL-like text matching: the MYSQL_CI collation (case- and
+    accent-insensitive, as MySQL 8's default) and a LIKE that folds case and accents the same way
+    (backslash escapes, as in MySQL). ATTACH and files are refused; values are capped at 10 MB."""
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.set_authorizer(_authorize)
+    if hasattr(conn, "setlimit"):  # Python >= 3.11: cap string/blob size so one statement cannot eat the RAM
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 10_000_000)
+    conn.create_collation("MYSQL_CI", _collate)
+    conn.create_function("like", 2, _like, deterministic=True)
+    conn.create_function("like", 3, _like, deterministic=True)
+    return conn
+
+
+def _build_db(entry: dict) -> sqlite3.Connection:
+    """A fresh in-memory database holding the entry's table, built as AgentBench builds it (all TEXT)."""
+    conn = _connect()
     table = entry["table"]
     columns = [c["name"] for c in table["table_info"]["columns"]]
-    conn.execute(f"CREATE TABLE {_quote(table['table_name'])} ({', '.join(_quote(c) + ' TEXT' for c in columns)})")
+    conn.execute(f"CREATE TABLE {_quote(table['table_name'])} "
+                 f"({', '.join(_quote(c) + ' TEXT COLLATE MYSQL_CI' for c in columns)})")
     rows = [tuple(str(v) for v in row) for row in table["table_info"]["rows"]]
     if rows:
         conn.executemany(f"INSERT INTO {_quote(table['table_name'])} VALUES ({', '.join('?' * len(columns))})", rows)
     return conn
 
 
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "''", '"': '"', "%": "\\%", "_": "\\_"}
+
+
 def translate_mysql(sql: str) -> str:
-    """MySQL-only string escapes -> SQLite: ``\\'`` -> ``''`` and ``\\"`` -> ``"``."""
-    return sql.replace("\\'", "''").replace('\\"', '"')
+    """MySQL backslash escapes in string literals -> SQLite text (``\\'`` -> ``''``, ``\\n`` -> newline, ...)."""
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), sql, flags=re.DOTALL)
 
 
 def _table_rows(conn: sqlite3.Connection, entry: dict) -> list[tuple] | None:
@@ -285,7 +356,7 @@ def _render(result: _Result, row_limit: int, max_chars: int) -> str:
     if result.error:
         return f"Error: {result.error}"
     if not result.columns:
-        return f"OK. {result.changed if result.changed >= 0 else 0} row(s) affected."
+        return f"OK. {max(result.changed, 0)} row(s) affected."
     lines = ["Columns: " + ", ".join(result.columns)]
     lines += [repr(tuple(row)) for row in result.rows]
     if result.truncated:
@@ -421,10 +492,10 @@ class DBBenchSuite:
             success=_MODIFY_SUCCESS.format(kind=fam) if modify else _SELECT_SUCCESS,
             max_steps=self.config.max_steps)
 
-    def make_env(self, spec: TaskSpec) -> "DBBenchEnv":
+    def make_env(self, spec: TaskSpec) -> DBBenchEnv:
         return DBBenchEnv(spec, self.config)
 
-    def oracle(self, env: "DBBenchEnv") -> "DBBenchOracle":
+    def oracle(self, env: DBBenchEnv) -> DBBenchOracle:
         return DBBenchOracle(env)
 
 
@@ -457,6 +528,8 @@ class DBBenchEnv:
     def step(self, tool: str, args: dict) -> Observation:
         if self.finished:
             return Observation("The episode is over: an answer was committed.", done=True)
+        if self.conn is None:
+            return Observation("Error: the database is not set up; call reset() first.")
         args = args if isinstance(args, dict) else {}
         if tool == "execute_sql":
             sql = args.get("sql")

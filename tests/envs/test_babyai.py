@@ -1,0 +1,111 @@
+"""Tests of the BabyAI suite: task listing, the text renderer, reset/step/score and the BabyAIBot oracle.
+The default tests play a handful of episodes (well under a second each); the slow test runs the
+oracle on every dev and test task."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jitlab.envs.babyai import COMMANDS, LEVELS, BabyAIConfig, BabyAISuite, render
+from jitlab.envs.base import get_suite
+from jitlab.errors import UnknownName
+from jitlab.runtime import Budget, LLMHandle, run_episode
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return get_suite("babyai")
+
+
+def _task(suite, family, split="dev", index=0):
+    return suite.tasks(split, family)[index]
+
+
+def test_splits_are_disjoint_and_cover_every_level(suite):
+    dev, test = suite.tasks("dev"), suite.tasks("test")
+    assert len(LEVELS) >= 6 and len(dev) == len(test) == 10 * len(LEVELS)
+    assert {t.family for t in dev} == set(LEVELS)
+    assert not {t.data["seed"] for t in dev} & {t.data["seed"] for t in test}
+    assert {t.family for t in dev[: len(LEVELS)]} == set(LEVELS)  # --limit N sees every level first
+    spec = dev[0]
+    assert "act(command)" in spec.description and "Success" in spec.description
+    assert str(spec.data["seed"]) not in spec.description
+
+
+def test_unknown_split_and_family_name_the_choices(suite):
+    with pytest.raises(UnknownName, match="available: dev, test"):
+        suite.tasks("train")
+    with pytest.raises(UnknownName, match="GoToLocal"):
+        suite.tasks("dev", family="MazeOfDoom")
+    with pytest.raises(ValueError, match="overlap"):
+        BabyAISuite(BabyAIConfig(per_split=10, dev_seed=0, test_seed=5))
+
+
+def test_render_names_mission_objects_front_and_carried():
+    from minigrid.core.world_object import Key
+    image = np.zeros((7, 7, 3), dtype=np.uint8)
+    image[:, :, 0] = 1                      # empty floor everywhere
+    image[3, 5] = (6, 0, 0)                 # red ball directly in front of the agent (3, 6)
+    image[1, 3] = (4, 4, 2)                 # locked yellow door: 3 ahead, 2 to the left
+    image[3, 1] = (2, 5, 0)                 # wall 5 steps ahead
+    text = render(image, "pick up the red ball", Key("blue"))
+    assert "Mission: pick up the red ball." in text
+    assert "a red ball 1 step ahead" in text
+    assert "a locked yellow door 3 steps ahead and 2 steps to the left" in text
+    assert "Directly in front of you: a red ball." in text
+    assert "You are carrying: a blue key." in text
+    assert "You are carrying: nothing." in render(image, "m", None)
+
+
+def test_reset_step_score_and_carrying(suite):
+    env = suite.make_env(_task(suite, "PickupLoc"))
+    obs = env.reset()
+    assert obs.text.startswith("Mission: pick up") and obs.candidates == COMMANDS and not obs.done
+    again = suite.make_env(_task(suite, "PickupLoc"))
+    assert again.reset().text == obs.text              # the task's seed fixes the episode
+    bad = env.step("act", {"command": "fly"})
+    assert "Invalid action" in bad.text and env.steps == 0
+    turned = env.step("act", {"command": "turn left"})
+    assert turned.text.startswith("You turn left.") and env.steps == 1
+    assert env.score().success is False
+    # the bot picks the object up; the observation must then say what is carried
+    from minigrid.utils.baby_ai_bot import BabyAIBot
+    env.reset()
+    bot, obs = BabyAIBot(env.gym), None
+    while obs is None or not obs.done:
+        obs = env.step("act", {"command": COMMANDS[int(bot.replan())]})
+    carried = env.unwrapped.carrying
+    assert carried is not None and f"You are carrying: a {carried.color} {carried.type}." in obs.text
+    assert env.score().success and obs.reward > 0
+    env.close()
+
+
+def test_done_ends_the_episode_without_success(suite):
+    env = suite.make_env(_task(suite, "GoToLocal"))
+    env.reset()
+    obs = env.step("act", {"command": "done"})
+    assert obs.done and "over" in obs.text
+    score = env.score()
+    assert score.success is False and score.reward == 0.0
+    assert env.step("act", {"command": "go forward"}).done
+
+
+@pytest.mark.parametrize("family", ["GoToLocal", "PutNextLocal", "UnlockLocal", "GoToSeqS5R2"])
+def test_oracle_wins(suite, family):
+    spec = _task(suite, family)
+    env = suite.make_env(spec)
+    result = run_episode(env, suite.oracle(env), LLMHandle(None), Budget())
+    assert result.status == "ok" and result.success and 0 < result.reward <= 1
+    assert result.steps <= spec.max_steps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_oracle_solves_at_least_95_percent(suite, split):
+    wins = 0
+    specs = suite.tasks(split)
+    for spec in specs:
+        env = suite.make_env(spec)
+        wins += run_episode(env, suite.oracle(env), LLMHandle(None), Budget()).success
+        env.close()
+    assert wins / len(specs) >= 0.95
