@@ -128,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("suites", help="list suites, families and split sizes").set_defaults(func=cmd_suites)
     sub.add_parser("harnesses", help="list seed harnesses with their M/P/F/A").set_defaults(func=cmd_harnesses)
+
+    from jitlab.cli_bank import add_bank_commands
+    from jitlab.cli_jit import add_jit_commands
+    from jitlab.cli_viz import add_viz_commands
+    add_jit_commands(sub)
+    add_bank_commands(sub)
+    add_viz_commands(sub)
     return parser
 
 

@@ -200,7 +200,9 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         raise  # a missing model package or bad option is the user's to fix, not the harness's failure
     except HarnessError as exc:
         result.status, result.error = "harness_error", str(exc)
-        result.diagnostic = {"kind": exc.kind, "file": exc.file, "message": str(exc)}
+        full = getattr(exc, "diagnostic", None)  # the sandbox attaches line, traceback and phase
+        result.diagnostic = full.as_dict() if full is not None else {"kind": exc.kind, "file": exc.file,
+                                                                      "message": str(exc)}
     except Exception as exc:  # harness code is arbitrary: any exception is its failure
         result.status, result.error = "harness_error", f"{type(exc).__name__}: {exc}"
         result.diagnostic = {"kind": "runtime_error", "message": str(exc),
