@@ -36,14 +36,16 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
+from typing import ClassVar
 
 from jitlab.envs.base import Score, TaskSpec, check_choice
 from jitlab.errors import ConfigError, InfraError
 from jitlab.protocol import Capability, Decision, Observation
 
-__all__ = ["TextWorldConfig", "TextWorldSuite", "TextWorldEnv", "WalkthroughOracle", "LEVELS", "ACT",
-           "ensure_game", "prepare", "main"]
+__all__ = ["ACT", "LEVELS", "TextWorldConfig", "TextWorldEnv", "TextWorldSuite", "WalkthroughOracle",
+           "ensure_game", "main", "prepare"]
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +195,7 @@ class _Cache:
             cmd = [sys.executable, tw_make, *argv, "--output", "game.z8", "--silent", "-f"]
             env = dict(os.environ, PYTHONHASHSEED="0")
             try:
-                proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True,
+                proc = subprocess.run(cmd, check=False, cwd=tmp, env=env, capture_output=True, text=True,
                                       timeout=self.timeout_s)
             except subprocess.TimeoutExpired as exc:
                 raise InfraError(f"tw-make for {game_id} ran past {self.timeout_s}s: {' '.join(argv)}") from exc
@@ -206,9 +208,8 @@ class _Cache:
             final = self.paths(game_id)
             os.replace(made["json"], final["json"])   # atomic renames; json first so a z8 never lacks it
             os.replace(made["z8"], final["z8"])
-        import textworld
-        return {"argv": argv, "sha256": sha, "walkthrough": walkthrough, "textworld": textworld.__version__,
-                "generate_s": round(time.perf_counter() - start, 2)}
+        return {"argv": argv, "sha256": sha, "walkthrough": walkthrough, "textworld": version("textworld"),
+                "generate_s": round(time.perf_counter() - start, 2), "generated_at": time.time()}
 
 
 def _tw_make() -> str:
@@ -223,8 +224,8 @@ def _tw_make() -> str:
 class TextWorldSuite:
     """The TextWorld task suite: 3 families x 3 levels x ``games_per_level`` games per split."""
     name = "textworld"
-    families = list(LEVELS)
-    splits = ["dev", "test"]
+    families: ClassVar[list[str]] = list(LEVELS)
+    splits: ClassVar[list[str]] = ["dev", "test"]
 
     def __init__(self, config: TextWorldConfig | None = None):
         from jitlab.paths import data_dir
@@ -259,10 +260,10 @@ class TextWorldSuite:
         entry = self.cache.ensure(spec.id, list(spec.data["argv"]))
         return dataclasses.replace(spec, data={**spec.data, "walkthrough": list(entry["walkthrough"])})
 
-    def make_env(self, spec: TaskSpec) -> "TextWorldEnv":
+    def make_env(self, spec: TaskSpec) -> TextWorldEnv:
         return TextWorldEnv(self.ensure(spec))
 
-    def oracle(self, env: "TextWorldEnv") -> "WalkthroughOracle":
+    def oracle(self, env: TextWorldEnv) -> WalkthroughOracle:
         return WalkthroughOracle(env)
 
 
@@ -390,7 +391,7 @@ def prepare(split: str | None = None, jobs: int = 2, suite: TextWorldSuite | Non
     """Pre-generate every game of ``split`` (both splits when None). Returns counts and timing."""
     suite = suite or TextWorldSuite()
     specs = [s for sp in ([split] if split else suite.splits) for s in suite.tasks(sp)]
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), time.time()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(suite.ensure, specs))
     manifest = suite.cache.manifest()
@@ -398,9 +399,10 @@ def prepare(split: str | None = None, jobs: int = 2, suite: TextWorldSuite | Non
     for s in specs:
         key = f"{s.split}/{s.family}"
         counts[key] = counts.get(key, 0) + 1
-    return {"games": len(specs), "counts": counts, "wall_s": round(time.perf_counter() - start, 1),
-            "generate_s_total": round(sum(manifest[s.id].get("generate_s", 0) for s in specs), 1),
-            "cache": str(suite.cache.root)}
+    fresh = [manifest[s.id] for s in specs if manifest[s.id].get("generated_at", 0) >= started_at]
+    return {"games": len(specs), "counts": counts, "generated_now": len(fresh),
+            "generate_s_now": round(sum(e["generate_s"] for e in fresh), 1),
+            "wall_s": round(time.perf_counter() - start, 1), "cache": str(suite.cache.root)}
 
 
 def main(argv: list[str] | None = None) -> int:
