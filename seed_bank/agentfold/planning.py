@@ -1,0 +1,6 @@
+"""agentfold planner: none."""
+from jitlab.modules.planning import NoPlanner
+
+
+class Planner(NoPlanner):
+    pass

@@ -1,0 +1,6 @@
+"""gam action: ReAct."""
+from jitlab.modules.action import ReActAction
+
+
+class Action(ReActAction):
+    pass

@@ -1,0 +1,6 @@
+"""gam capability policy: full registry."""
+from jitlab.modules.policy import FullRegistry
+
+
+class CapabilityPolicy(FullRegistry):
+    pass

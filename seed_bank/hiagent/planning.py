@@ -1,0 +1,6 @@
+"""hiagent planner: subgoal declaration."""
+from jitlab.modules.planning import SubgoalPlanner
+
+
+class Planner(SubgoalPlanner):
+    pass

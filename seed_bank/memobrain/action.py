@@ -1,0 +1,6 @@
+"""memobrain action: ReAct."""
+from jitlab.modules.action import ReActAction
+
+
+class Action(ReActAction):
+    pass

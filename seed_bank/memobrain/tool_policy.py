@@ -1,0 +1,6 @@
+"""memobrain capability policy: full registry."""
+from jitlab.modules.policy import FullRegistry
+
+
+class CapabilityPolicy(FullRegistry):
+    pass

@@ -1,0 +1,6 @@
+"""oagent planner: plan with periodic revision."""
+from jitlab.modules.planning import RoadmapPlanner
+
+
+class Planner(RoadmapPlanner):
+    pass

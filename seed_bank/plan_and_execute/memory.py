@@ -1,0 +1,6 @@
+"""plan_and_execute memory: full history."""
+from jitlab.modules.memory import FullHistory
+
+
+class Memory(FullHistory):
+    pass

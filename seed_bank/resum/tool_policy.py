@@ -1,0 +1,6 @@
+"""resum capability policy: full registry."""
+from jitlab.modules.policy import FullRegistry
+
+
+class CapabilityPolicy(FullRegistry):
+    pass
