@@ -1,0 +1,71 @@
+"""jitlab batch: grid expansion, parallel papermill runs, a failing cell fails alone, reruns skip ok runs."""
+import json
+
+import pytest
+
+from jitlab.batch import BatchConfig, combinations, load_grid, run_batch
+from jitlab.errors import ConfigError
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("papermill")
+
+
+def _notebook(path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("x = 1\nfail = False")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("tiny test notebook"), params,
+                nbformat.v4.new_code_cell("if fail:\n    raise ValueError(f'broken parameter set x={x}')"),
+                nbformat.v4.new_code_cell("from pathlib import Path\nPath(f'out_{x}.txt').write_text(str(x * 2))")]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_grid_forms(tmp_path):
+    assert combinations({"a": [1, 2], "b": ["x", "y"], "c": 5}) == [
+        {"a": 1, "b": "x", "c": 5}, {"a": 1, "b": "y", "c": 5}, {"a": 2, "b": "x", "c": 5}, {"a": 2, "b": "y", "c": 5}]
+    grid = tmp_path / "g.yaml"
+    grid.write_text("grid: {a: [1, 2]}\nruns:\n  - {a: 9, b: z}\n")
+    assert load_grid(grid) == [{"a": 1}, {"a": 2}, {"a": 9, "b": "z"}]
+    grid.write_text("- {a: 1}\n- {a: 2}\n")
+    assert load_grid(grid) == [{"a": 1}, {"a": 2}]
+    grid.write_text("runs: []\n")
+    with pytest.raises(ConfigError, match="no parameter combination"):
+        load_grid(grid)
+
+
+def test_batch_failure_isolated_and_rerun_skips(tmp_path):
+    nb = _notebook(tmp_path / "tiny.ipynb")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("x: [1, 2]\nfail: [false]\nruns:\n  - {x: 3, fail: true}\n")
+    out = tmp_path / "batch"
+    cfg = BatchConfig(notebook=str(nb), grid=str(grid), out=str(out), parallel=2, cwd="run")
+    manifest = run_batch(cfg, echo=lambda *_: None)
+
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk["summary"] == {"total": 3, "ok": 2, "failed": 1, "skipped": 0}
+    by_x = {r["params"]["x"]: r for r in on_disk["runs"]}
+    assert by_x[1]["status"] == by_x[2]["status"] == "ok" and by_x[1]["error"] == ""
+    assert by_x[3]["status"] == "failed"
+    assert "ValueError: broken parameter set x=3" in by_x[3]["error"]
+    for r in on_disk["runs"]:
+        assert r["duration_s"] > 0 and (out / r["id"]).is_dir()
+        executed = nbformat.read(r["output"], as_version=4)       # every run writes its notebook, failed too
+        assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+    # the ok runs really ran their last cell in their own working directory; the failed one stopped early
+    assert (out / by_x[2]["id"] / "out_2.txt").read_text() == "4"
+    assert not (out / by_x[3]["id"] / "out_3.txt").exists()
+    assert manifest["runs"] == on_disk["runs"]
+
+    (out / by_x[1]["id"] / "out_1.txt").unlink()
+    again = run_batch(cfg, echo=lambda *_: None)
+    assert again["summary"] == {"total": 3, "ok": 2, "failed": 1, "skipped": 2}
+    assert not (out / by_x[1]["id"] / "out_1.txt").exists(), "an ok run was executed again"
+    rerun = {r["params"]["x"]: r for r in again["runs"]}[3]
+    assert rerun["status"] == "failed" and not rerun["skipped"], "failed runs are retried on rerun"
+
+
+def test_missing_notebook_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        run_batch(BatchConfig(notebook=str(tmp_path / "nope.ipynb"), grid="", out=str(tmp_path)))
