@@ -1,0 +1,152 @@
+"""Every notebook runs headless with papermill in smoke mode (scripted test doubles, tiny limits) and
+writes the files it promises: run records, summary.json, figures, Table 2, anatomy SVGs.
+
+    .venv/bin/pytest tests/notebooks/test_notebooks.py -q
+
+Each test starts a kernel (cwd = repo root) whose outputs go under ``tmp_path``; the kernel inherits
+the per-test JITLAB_HOME from tests/conftest.py, so generated games are shared and caches are not.
+"""
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SUITES = ["textworld", "babyai", "dbbench"]
+
+
+def _execute(name: str, tmp_path: Path, **parameters):
+    """Execute notebooks/<name> with ``parameters``; returns the executed notebook (nbformat)."""
+    papermill = pytest.importorskip("papermill")
+    import nbformat
+    out = tmp_path / f"out-{name}"
+    papermill.execute_notebook(str(REPO / "notebooks" / name), str(out), parameters=parameters,
+                               kernel_name="python3", cwd=str(REPO), progress_bar=False)
+    return nbformat.read(str(out), as_version=4)
+
+
+def _outputs(nb, mime: str) -> list[str]:
+    return [o["data"][mime] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if mime in o.get("data", {})]
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _seeds() -> list[str]:
+    from jitlab.experiments import seed_harnesses
+    return seed_harnesses()
+
+
+def test_notebooks_have_parameters_and_smoke():
+    import nbformat
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(str(path), as_version=4)
+        params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(params) == 1, f"{path.name}: needs exactly one cell tagged 'parameters'"
+        assert "smoke = False" in params[0].source, f"{path.name}: the parameters cell must define smoke = False"
+        assert nb.cells[0].cell_type == "markdown", f"{path.name}: should open with a markdown cell"
+
+
+def test_01_seed_bank_smoke(tmp_path):
+    runs, figs = tmp_path / "runs", tmp_path / "figures"
+    nb = _execute("01_seed_bank.ipynb", tmp_path, smoke=True, out_root=str(runs), figures_out=str(figs))
+    seeds = _seeds()
+    assert len(seeds) == 13 and "random" not in seeds
+
+    # Table 2, derived from code: one row per seed, every slot filled
+    table = _rows(figs / "table2_seed_bank.csv")
+    assert [r["name"] for r in table] == seeds
+    assert all(r[s] for r in table for s in "MPFA")
+    assert "| name | M | P | F | A |" in (figs / "table2_seed_bank.md").read_text()
+
+    # one anatomy diagram per seed, saved and drawn inline
+    for name in seeds:
+        svg = (figs / "anatomy" / f"{name}.svg").read_text()
+        assert svg.lstrip().startswith("<svg") and len(svg) > 2000, name
+    assert len(_outputs(nb, "image/svg+xml")) == 13
+    readme = (figs / "README.md").read_text()
+    assert "table2_seed_bank.csv" in readme and "anatomy/react.svg" in readme and "papermill" in readme
+
+    # 13 harnesses x 3 suites, one run directory each, with the scripted double recorded
+    for suite in SUITES:
+        for name in seeds:
+            run_dir = runs / suite / f"{name}-scripted_pick-hash"
+            summary = json.loads((run_dir / "summary.json").read_text())
+            assert (run_dir / "run.sqlite").exists()
+            assert summary["backbone"] == "scripted:pick-hash" and summary["n_episodes"] == 1, (suite, name)
+            assert summary["suite"] == suite and summary["harness"] == name
+            assert set(summary["status_counts"]) <= {"ok", "budget"}, (suite, name, summary["status_counts"])
+            assert summary["tokens_per_task"] > 0, (suite, name)
+
+    # the success/tokens table, harness x suite
+    results = _rows(runs / "seed_bank_results.csv")
+    assert [r["harness"] for r in results] == seeds
+    assert {f"{s}:{m}" for s in SUITES for m in ("success_rate", "tokens_per_task")} <= set(results[0])
+
+
+def test_08_inspect_a_run_smoke(tmp_path):
+    runs = tmp_path / "runs"
+    nb = _execute("08_inspect_a_run.ipynb", tmp_path, smoke=True, out_root=str(runs))
+    run_dir = runs / "toy-plan_and_execute"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["n_episodes"] == 2 and summary["backbone"] == "scripted:pick-hash"
+    html = "\n".join(_outputs(nb, "text/html"))
+    assert "toy-dev-0" in html and ("go north" in html or "go east" in html)   # episodes, a trajectory
+    assert "execute" in html                                                  # the backbone calls table
+    svgs = _outputs(nb, "image/svg+xml")
+    assert len(svgs) == 1 and "RoadmapPlanner" in svgs[0]                     # anatomy of the harness that ran
+
+
+def _figure_files(fig_dir: Path, stem: str) -> None:
+    assert (fig_dir / f"{stem}.png").stat().st_size > 5000, stem
+    assert (fig_dir / f"{stem}.pdf").stat().st_size > 1000, stem
+    assert "bokeh" in (fig_dir / f"{stem}.html").read_text().lower(), stem
+
+
+def test_05_static_vs_streaming_smoke(tmp_path):
+    runs = tmp_path / "runs"
+    nb = _execute("05_static_vs_streaming.ipynb", tmp_path, smoke=True, suite="toy", out_root=str(runs))
+    root = runs / "toy" / "jit-compose-scripted_pick-hash"
+    for mode in ("static", "streaming"):
+        summary = json.loads((root / mode / "summary.json").read_text())
+        assert summary["mode"] == mode and summary["n_episodes"] == 3 and summary["backbone"] == "scripted:pick-hash"
+        assert summary["gen_tokens_per_task"] > 0 and summary["exec_tokens_per_task"] > 0
+        assert (root / mode / "bank.sqlite").exists() and any((root / mode / "harnesses").iterdir())
+    static = json.loads((root / "static" / "summary.json").read_text())
+    assert static["bank_size_before"] == static["bank_size_after"]          # static never writes the bank
+
+    figs = runs / "figures"                                                   # smoke: figures go next to the runs
+    stem = "fig6_stream_toy-compose-scripted_pick-hash"
+    _figure_files(figs, stem)
+    readme = (figs / "README.md").read_text()
+    assert stem in readme and "papermill notebooks/05_static_vs_streaming.ipynb" in readme
+    assert "Closing note" in readme and "| toy | scripted:pick-hash |" in readme
+    assert len(_outputs(nb, "image/png")) == 1
+
+
+def test_06_cost_performance_smoke(tmp_path):
+    runs = tmp_path / "runs"
+    nb = _execute("06_cost_performance.ipynb", tmp_path, smoke=True, suite="toy", out_root=str(runs))
+    backbones = ["scripted_pick-hash", "scripted_pick-first"]
+    for backbone in backbones:
+        for harness in ("react", "plan_and_execute", "gam"):
+            summary = json.loads((runs / "toy" / f"{harness}-{backbone}" / "summary.json").read_text())
+            assert summary["n_episodes"] == 2 and summary["harness"] == harness
+        for mode in ("static", "streaming"):
+            summary = json.loads((runs / "toy" / f"jit-compose-{backbone}" / mode / "summary.json").read_text())
+            assert summary["mode"] == mode and summary["n_episodes"] == 2
+
+    figs = runs / "figures"
+    _figure_files(figs, "fig4_pareto_toy")
+    _figure_files(figs, "fig5_jit_gain_toy")
+    index = json.loads((figs / "figures.json").read_text())
+    pareto = index["fig4_pareto_toy"]["numbers"]
+    assert len(pareto.splitlines()) == 2 + 5 * 2             # header + 5 methods x 2 backbones
+    assert "True" in pareto                                  # something is on the frontier
+    gain = index["fig5_jit_gain_toy"]["numbers"]
+    assert "jit-static" in gain and "jit-streaming" in gain and "scripted:pick-first" in gain
+    assert len(_outputs(nb, "image/png")) == 2
