@@ -129,7 +129,7 @@ def test_runtime_error_carries_a_trimmed_traceback(tmp_path):
     diag = agent.diagnostic
     assert (diag.kind, diag.file, diag.line, diag.phase) == ("runtime_error", "action.py", 11, "decide")
     assert diag.traceback.startswith('  File "action.py", line 11') and "IndexError" in diag.traceback
-    assert result.diagnostic == {"kind": "runtime_error", "file": "action.py", "message": result.error}
+    assert result.diagnostic == diag.as_dict()     # the episode record keeps line, traceback and phase
 
 
 def test_missing_bubblewrap_refuses_unless_opted_out(tmp_path):
