@@ -1,0 +1,124 @@
+"""What every generator shares: the ``Candidate`` it returns, the ``Reference`` it reads, the
+``Generator`` protocol, template rendering and the registry ``get_generator``.
+
+    from jitlab.generate import get_generator
+    gen = get_generator("compose", handle)            # or "code:embedded", "code:litellm:gpt-4o-mini"
+    cand = gen.generate(task.public(), references, handle, index=0)
+    fixed = gen.repair(cand, diagnostic_dict, task.public(), handle)
+
+Generators see only ``TaskSpec.public()`` (a dict: id, suite, family, description, tools, max_steps),
+never ``TaskSpec.data``: the signature takes the dict, so the private part cannot leak in.
+Prompts are Jinja template files in ``jitlab/generate/templates`` rendered with StrictUndefined.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import jinja2
+import yaml
+
+from jitlab.errors import UnknownName
+from jitlab.harness import harness_sha
+
+__all__ = [
+    "GENERATORS",
+    "TEMPLATE_DIR",
+    "Candidate",
+    "Generator",
+    "Reference",
+    "describe_files",
+    "get_generator",
+    "prompt_hash",
+    "render",
+]
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+GENERATORS = ("compose", "code:<backbone>")
+
+
+@dataclass
+class Reference:
+    """A bank entry shown to a generator: its sha, name, description text, files and retrieval score."""
+    sha: str
+    name: str
+    description: str
+    files: dict[str, str] = field(repr=False, default_factory=dict)
+    score: float = 0.0
+    evaluated: bool = False
+    mean_reward: float | None = None
+
+
+@dataclass
+class Candidate:
+    """One generated harness. ``meta`` says how it was made (strategy, choices, parsed/fallback files,
+    the raw reply); ``logprob`` is the generator's own log-probability of it, when known."""
+    files: dict[str, str] = field(repr=False)
+    generator: str
+    index: int = 0
+    parents: list[str] = field(default_factory=list)
+    prompt_hash: str | None = None
+    logprob: float | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def sha(self) -> str:
+        return harness_sha(self.files)
+
+    @property
+    def name(self) -> str:
+        return str(describe_files(self.files).get("name") or self.sha[:12])
+
+
+class Generator(Protocol):
+    """Writes a harness for a task (``generate``) and fixes a broken one from a diagnostic (``repair``)."""
+    name: str
+
+    def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate: ...
+    def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate: ...
+
+
+def describe_files(files: dict[str, str]) -> dict:
+    """description.yaml of a file set as a dict ({} when absent or not a mapping)."""
+    try:
+        data = yaml.safe_load(files.get("description.yaml", "")) or {}
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                          loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), trim_blocks=True, lstrip_blocks=True)
+_ENV.filters["pyrepr"] = repr
+_ENV.filters["tojson"] = lambda v: json.dumps(v, ensure_ascii=False)
+
+
+@lru_cache(maxsize=64)
+def _template(name: str) -> jinja2.Template:
+    return _ENV.get_template(name)
+
+
+def render(template: str, **values) -> str:
+    """Render ``jitlab/generate/templates/<template>`` (StrictUndefined: a missing value is an error)."""
+    return _template(template).render(**values)
+
+
+def prompt_hash(messages: list[dict]) -> str:
+    """sha256 of a prompt (its messages), stored as lineage in the bank."""
+    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+
+
+def get_generator(name: str, backbone_handle=None, **config) -> Generator:
+    """``compose`` or ``code:<backbone>``. ``backbone_handle`` (an LLMHandle) is the default handle for
+    generate/repair calls; ``config`` sets fields of the generator's config dataclass."""
+    if name == "compose":
+        from jitlab.generate.compose import ComposeConfig, ComposeGenerator
+        return ComposeGenerator(backbone_handle, ComposeConfig(**config))
+    if name.startswith("code:") and len(name) > len("code:"):
+        from jitlab.generate.code import CodeConfig, CodeGenerator
+        return CodeGenerator(name, backbone_handle, CodeConfig(**config))
+    raise UnknownName("generator", name, GENERATORS)
