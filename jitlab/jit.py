@@ -231,23 +231,10 @@ class _JIT:
 
     # -- records ------------------------------------------------------------------------------------
     def _finished(self, task) -> dict | None:
-        with self.store._lock:
-            row = self.store.db.execute(
-                "SELECT id, harness_sha, status, success, reward, steps, wall_s, tool_calls, extra FROM episodes "
-                f"WHERE task_id=? AND seed=? AND status IN ({','.join('?' * len(FINAL))}) ORDER BY id DESC LIMIT 1",
-                (task.id, self.cfg.seed, *FINAL)).fetchone()
-        if row is None:
-            return None
-        keys = ("id", "harness_sha", "status", "success", "reward", "steps", "wall_s", "tool_calls", "extra")
-        rec = dict(zip(keys, row))
-        rec["extra"] = json.loads(rec["extra"] or "{}")
-        return rec
+        return self.store.final_episode(task.id, self.cfg.seed)
 
     def _patch_extra(self, episode_id: int, patch: dict) -> None:
-        with self.store._tx():
-            row = self.store.db.execute("SELECT extra FROM episodes WHERE id=?", (episode_id,)).fetchone()
-            extra = {**json.loads(row[0] or "{}"), **patch}
-            self.store.db.execute("UPDATE episodes SET extra=? WHERE id=?", (json.dumps(extra), episode_id))
+        self.store.update_extra(episode_id, patch)
 
     # -- the bank -----------------------------------------------------------------------------------
     def _bank_update(self, task, rec: dict) -> None:

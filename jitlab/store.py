@@ -159,6 +159,26 @@ class RunStore:
                  result.get("error", ""), json.dumps(result.get("diagnostic", {})),
                  json.dumps(result.get("extra", {})), time.time(), episode_id))
 
+    def final_episode(self, task_id: str, seed: int) -> dict | None:
+        """The latest finished episode of a task (any harness), as a dict with ``extra`` decoded."""
+        keys = ("id", "harness_sha", "status", "success", "reward", "steps", "wall_s", "tool_calls", "extra")
+        with self._lock:
+            row = self.db.execute(
+                f"SELECT {', '.join(keys)} FROM episodes WHERE task_id=? AND seed=? AND status IN "
+                f"({','.join('?' * len(FINAL))}) ORDER BY id DESC LIMIT 1", (task_id, seed, *FINAL)).fetchone()
+        if row is None:
+            return None
+        record = dict(zip(keys, row))
+        record["extra"] = json.loads(record["extra"] or "{}")
+        return record
+
+    def update_extra(self, episode_id: int, patch: dict) -> None:
+        """Merge ``patch`` into an episode's ``extra`` JSON (one transaction)."""
+        with self._tx():
+            row = self.db.execute("SELECT extra FROM episodes WHERE id=?", (episode_id,)).fetchone()
+            extra = {**json.loads(row[0] or "{}"), **patch}
+            self.db.execute("UPDATE episodes SET extra=? WHERE id=?", (json.dumps(extra, default=str), episode_id))
+
     def close(self) -> None:
         with self._lock:
             self.db.close()
