@@ -18,7 +18,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 
-__all__ = ["Price", "load_pricing", "default_pricing", "find_price", "resolve_pricing", "DEFAULT_PRICING"]
+__all__ = ["DEFAULT_PRICING", "Price", "default_pricing", "find_price", "load_pricing", "resolve_pricing"]
 
 DEFAULT_PRICING = Path(__file__).with_name("pricing.yaml")
 

