@@ -107,7 +107,7 @@ def test_fold_action_leaves_a_directive_for_the_folding_memory(make_ctx):
 class _Scorer(ScriptedBackbone):
     """A TEST DOUBLE whose score() prefers one command."""
     def score(self, messages, candidates):
-        return [5.0 if c == "take coin" else 0.0 for c in candidates]
+        return [5.0 if c.strip() == "take coin" else 0.0 for c in candidates]
 
 
 def test_admissible_rerank_uses_backbone_scores(make_ctx):
