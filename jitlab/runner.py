@@ -21,7 +21,7 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
-from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
+from jitlab.runtime import Budget, EpisodeResult, HarnessAgent, LLMHandle, run_episode
 from jitlab.store import FINAL, RunStore, summarize
 
 __all__ = ["RunConfig", "run", "LazyBackbone", "default_out"]
@@ -106,11 +106,11 @@ def _agent_factory(cfg: RunConfig, suite):
         label = "in-process (trusted seed)" if trusted else "NONE: untrusted code ran unisolated (--allow-unisolated)"
         return harness.name, harness.sha, label, lambda env, llm: HarnessAgent(harness, llm)
     from jitlab.harness import harness_sha, read_files
-    from jitlab.sandbox import SandboxedAgent, SandboxConfig
+    from jitlab.sandbox import SandboxConfig, SandboxedAgent
+    from jitlab.sandbox.runner import require_isolation
     sb_cfg = SandboxConfig(allow_unisolated=cfg.allow_unisolated)
-    sha = harness_sha(read_files(folder))
-    probe = SandboxedAgent.isolation_label(sb_cfg) if hasattr(SandboxedAgent, "isolation_label") else "bubblewrap"
-    return folder.name, sha, probe, lambda env, llm: SandboxedAgent(folder, llm, sb_cfg)
+    label = require_isolation(sb_cfg)  # refuses here, before any episode, when bubblewrap is unusable
+    return folder.name, harness_sha(read_files(folder)), label, lambda env, llm: SandboxedAgent(folder, llm, sb_cfg)
 
 
 def run(cfg: RunConfig) -> Path:
@@ -134,17 +134,16 @@ def run(cfg: RunConfig) -> Path:
                 return
             episode = store.start_episode(harness_name, sha, task, cfg.seed, attempt, isolation)
             llm = LLMHandle(backbone, budget, cache, on_call=lambda c: store.log_call(episode, c), seed=cfg.seed)
-            env = suite.make_env(task)
+            env, agent = suite.make_env(task), None
             try:
-                try:
-                    agent = make_agent(env, llm)
-                    result = run_episode(env, agent, llm, budget, cfg.seed, on_step=lambda s: store.log_step(episode, s))
-                finally:
-                    getattr(agent if "agent" in locals() else None, "close", lambda: None)()
-                    env.close()
-            except InfraError as exc:
-                from jitlab.runtime import EpisodeResult
+                agent = make_agent(env, llm)
+                result = run_episode(env, agent, llm, budget, cfg.seed, on_step=lambda s: store.log_step(episode, s))
+            except InfraError as exc:  # e.g. the sandbox could not start: retried, never a task failure
                 result = EpisodeResult(status="infra_error", error=str(exc))
+            finally:
+                if hasattr(agent, "close"):  # a sandboxed agent holds a child process
+                    agent.close()
+                env.close()
             store.finish_episode(episode, result.as_dict(), llm)
             if not cfg.quiet:
                 print(f"  {task.id:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "

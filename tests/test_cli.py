@@ -45,3 +45,19 @@ def test_random_baseline_needs_no_backbone(tmp_path):
                  "--out", str(tmp_path / "r")]) == 0
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["tokens_per_task"] == 0 and summary["n_episodes"] == 2
+
+
+def test_a_harness_folder_outside_the_seed_bank_runs_sandboxed(tmp_path):
+    import shutil
+    from jitlab.harness import load_harness
+    from jitlab.sandbox import ISOLATED
+    folder = tmp_path / "my_harness"
+    shutil.copytree(load_harness("react").folder, folder)
+    out = tmp_path / "r"
+    assert main(["run", "--suite", "toy", "--harness", str(folder), "--backbone", "scripted:pick-hash",
+                 "--limit", "1", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["isolation"] == [ISOLATED] and summary["status_counts"] == {"ok": 1}
+    # untrusted code unisolated needs the loud opt-out
+    assert main(["run", "--suite", "toy", "--harness", str(folder), "--backbone", "scripted:pick-hash",
+                 "--isolation", "none", "--limit", "1", "--out", str(tmp_path / "r2")]) == 2
