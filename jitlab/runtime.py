@@ -167,6 +167,14 @@ class EpisodeResult:
         return asdict(self)
 
 
+def _env_call(fn, *args, **kwargs):
+    """Call into the (trusted) environment; its crashes are infrastructure errors, not the harness's."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        raise InfraError(f"environment {getattr(fn, '__qualname__', fn)} failed: {type(exc).__name__}: {exc}") from exc
+
+
 def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_step=None) -> EpisodeResult:
     """Run one episode. ``agent`` has begin/decide/observe (a HarnessAgent or a sandbox proxy).
     ``on_step(dict)`` receives every step's record. Harness exceptions end the episode with
@@ -176,7 +184,7 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
     result = EpisodeResult(status="ok")
     step = 0
     try:
-        obs = env.reset(seed=seed)
+        obs = _env_call(env.reset, seed=seed)
         agent.begin(env.spec, obs)
         while not obs.done and step < max_steps:
             if time.perf_counter() - start > budget.max_wall_s:
@@ -185,7 +193,7 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
             llm.step = step
             tokens_before = llm.tokens
             decision = agent.decide(step)
-            obs = env.step(decision.tool, dict(decision.args))
+            obs = _env_call(env.step, decision.tool, dict(decision.args))
             result.tool_calls += 1
             agent.observe(decision, obs, step)
             if on_step:

@@ -94,3 +94,15 @@ def test_modules_reach_backbone_only_through_handle():
     agent = HarnessAgent(load_harness("react"), llm)
     run_episode(ToySuite().make_env(spec), agent, llm, Budget(max_steps=1))
     assert agent.ctx.llm is llm
+
+
+def test_an_environment_crash_is_an_infra_error_not_the_harness():
+    suite = ToySuite()
+    env = suite.make_env(suite.tasks()[0])
+
+    def broken(tool, args):
+        raise RuntimeError("game engine died")
+    env.step = broken
+    llm = LLMHandle(get_scripted("look"))
+    result = run_episode(env, HarnessAgent(load_harness("react"), llm), llm, Budget())
+    assert result.status == "infra_error" and "game engine died" in result.error

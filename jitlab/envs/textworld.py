@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -297,6 +298,12 @@ def _clean(feedback: str, intro: bool = False) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+# TextWorld parses game logic with one module-global tatsu parser that is not thread-safe: episodes
+# running in threads (runner --concurrency) crashed in reset with "pop from empty list". Steps cost
+# ~1.5 ms, so serializing every call into TextWorld costs nothing next to a backbone call.
+_TEXTWORLD_LOCK = threading.Lock()
+
+
 class TextWorldEnv:
     """One TextWorld game behind the ``act(command)`` tool."""
 
@@ -311,8 +318,9 @@ class TextWorldEnv:
         import textworld
         self.close()
         infos = textworld.EnvInfos(feedback=True, **{k: True for k in _INFO_KEYS})
-        self._env = textworld.start(self.spec.data["game"], request_infos=infos)
-        self._state = self._env.reset()
+        with _TEXTWORLD_LOCK:
+            self._env = textworld.start(self.spec.data["game"], request_infos=infos)
+            self._state = self._env.reset()
         self.done = False
         return self._obs(_clean(self._state.feedback, intro=True))
 
@@ -327,7 +335,8 @@ class TextWorldEnv:
         if self.done:
             return self._obs("The game is over.")
         before = self._state["score"]
-        self._state, _, game_done = self._env.step(command)
+        with _TEXTWORLD_LOCK:
+            self._state, _, game_done = self._env.step(command)
         self.done = bool(game_done or self._state["won"] or self._state["lost"])
         delta = (self._state["score"] - before) / max(1, self._state["max_score"])
         return self._obs(_clean(self._state.feedback), reward=delta)
@@ -354,7 +363,8 @@ class TextWorldEnv:
 
     def close(self) -> None:
         if self._env is not None:
-            self._env.close()
+            with _TEXTWORLD_LOCK:
+                self._env.close()
             self._env = None
 
 

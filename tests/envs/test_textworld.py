@@ -133,3 +133,19 @@ def test_oracle_solves_dev_split():
         env.close()
         wins += result.success
     assert wins / len(specs) >= 0.95
+
+
+def test_episodes_in_threads_can_reset_and_step_at_once(suite):
+    # TextWorld's game-logic parser is module-global and not thread-safe; the env serializes calls
+    from concurrent.futures import ThreadPoolExecutor
+    specs = [_task(suite, "coin_collector", 1), _task(suite, "cooking", 1)] * 3
+
+    def play(spec):
+        env = suite.make_env(spec)
+        try:
+            obs = env.reset()
+            return bool(obs.candidates) and not env.step("act", {"command": obs.candidates[0]}).text.startswith("Unknown")
+        finally:
+            env.close()
+    with ThreadPoolExecutor(6) as pool:
+        assert all(pool.map(play, specs))
