@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 from jitlab.errors import UnknownName
 from jitlab.protocol import Capability, Observation
 
-__all__ = ["TaskSpec", "Score", "Env", "Suite", "SUITES", "get_suite", "suite_names"]
+__all__ = ["TaskSpec", "Score", "Env", "Suite", "SUITES", "get_suite", "suite_names", "interleave", "check_choice"]
 
 
 @dataclass
@@ -83,6 +83,16 @@ def get_suite(name: str) -> Suite:
         raise UnknownName("suite", name, SUITES)
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)()
+
+
+def interleave(specs: list[TaskSpec], key=lambda spec: spec.family) -> list[TaskSpec]:
+    """Round-robin over groups (default: families), keeping order inside each group, so that the
+    first N tasks of a split (``--limit N``) are a stratified slice rather than one family."""
+    groups: dict = {}
+    for spec in specs:
+        groups.setdefault(key(spec), []).append(spec)
+    columns = list(groups.values())
+    return [col[i] for i in range(max(map(len, columns), default=0)) for col in columns if i < len(col)]
 
 
 def check_choice(kind: str, value: str | None, allowed) -> None:

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 
-from jitlab.envs.base import Score, TaskSpec, check_choice
+from jitlab.envs.base import Score, TaskSpec, check_choice, interleave
 from jitlab.protocol import Capability, Decision, Observation
 
 __all__ = [
@@ -478,7 +478,7 @@ class DBBenchSuite:
                 description=self._describe(entry), tools=[EXECUTE_SQL, COMMIT_ANSWER],
                 max_steps=self.config.max_steps,
                 data={"entry_id": entry["_id"], "gold": _gold_statement(entry)}))
-        return specs
+        return interleave(specs)
 
     def _describe(self, entry: dict) -> str:
         fam, table = _family(entry), entry["table"]

@@ -41,7 +41,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import ClassVar
 
-from jitlab.envs.base import Score, TaskSpec, check_choice
+from jitlab.envs.base import Score, TaskSpec, check_choice, interleave
 from jitlab.errors import ConfigError, InfraError
 from jitlab.protocol import Capability, Decision, Observation
 
@@ -254,7 +254,7 @@ class TextWorldSuite:
                         data={"level": level, "seed": seed, "argv": argv,
                               "game": str(self.cache.paths(task_id)["z8"]),
                               "walkthrough": list(entry.get("walkthrough", [])) if entry.get("argv") == argv else []}))
-        return specs
+        return interleave(specs, key=lambda spec: (spec.family, spec.data["level"]))
 
     def ensure(self, spec: TaskSpec) -> TaskSpec:
         """Generate (or verify) the task's game; return the spec with its walkthrough filled in."""

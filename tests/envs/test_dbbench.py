@@ -175,3 +175,9 @@ def test_oracle_against_wrong_gold_fails(suite):
     env = DBBenchSuite().make_env(spec)
     result = run_episode(env, DBBenchSuite().oracle(env), LLMHandle(None), Budget())
     assert result.status == "ok" and not result.success
+
+
+def test_a_limited_slice_covers_several_families():
+    from jitlab.envs.dbbench import DBBenchSuite
+    first = DBBenchSuite().tasks("dev")[:10]
+    assert len({t.family for t in first}) >= 5
