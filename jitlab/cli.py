@@ -11,12 +11,13 @@ import argparse
 import json
 import sys
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "backbone_options"]
 
 
-def _kv(items: list[str]) -> dict:
+def backbone_options(args) -> dict:
+    """``--backbone-option KEY=VALUE`` (repeatable, JSON values) plus ``--api-base`` as a dict."""
     out = {}
-    for item in items or []:
+    for item in args.backbone_option or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--backbone-option expects key=value, got {item!r}")
@@ -24,15 +25,15 @@ def _kv(items: list[str]) -> dict:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+    if args.api_base:
+        out["api_base"] = args.api_base
     return out
 
 
 def cmd_run(args) -> int:
     from jitlab.runner import RunConfig, run
     from jitlab.store import summarize
-    options = _kv(args.backbone_option)
-    if args.api_base:
-        options["api_base"] = args.api_base
+    options = backbone_options(args)
     cfg = RunConfig(suite=args.suite, harness=args.harness, backbone=args.backbone, backbone_options=options,
                     split=args.split, family=args.family, limit=args.limit, seed=args.seed,
                     max_steps=args.max_steps, max_tokens=args.max_tokens, max_wall_s=args.max_wall_s,

@@ -16,24 +16,10 @@ import sys
 __all__ = ["add_jit_commands", "cmd_jit", "main"]
 
 
-def _kv(items) -> dict:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--backbone-option expects key=value, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
 def cmd_jit(args) -> int:
     from jitlab.jit import JITConfig, run_jit
-    options = _kv(args.backbone_option)
-    if args.api_base:
-        options["api_base"] = args.api_base
+    from jitlab.cli import backbone_options
+    options = backbone_options(args)
     cfg = JITConfig(suite=args.suite, mode=args.mode, generator=args.generator, backbone=args.backbone,
                     backbone_options=options, judge_backbone=args.judge_backbone, split=args.split,
                     family=args.family, limit=args.limit, seed=args.seed, n_candidates=args.n_candidates,
