@@ -170,6 +170,14 @@ class Anatomy:
 
 # ---------------------------------------------------------------------------------------------- analysis
 
+def _shown_path(folder) -> str:
+    """The folder relative to the checkout when inside it, so saved diagrams do not embed a machine path."""
+    try:
+        return str(Path(folder).resolve().relative_to(repo_root()))
+    except ValueError:
+        return str(folder)
+
+
 def anatomy(folder_or_name: str | Path | Harness) -> Anatomy:
     """The anatomy of a harness (seed name, folder or loaded Harness), derived from its code."""
     harness = folder_or_name if isinstance(folder_or_name, Harness) else load_harness(folder_or_name)
@@ -722,7 +730,7 @@ def to_svg(a: Anatomy) -> str:
     svg.text(lx0 + 36, 34, "input read by the module", size=10, fill="#555")
     svg.path(f"M{lx0 + 170:.1f},{30:.1f} h30", stroke="#aaa", width=1.4, dash="4,3")
     svg.text(lx0 + 206, 34, "ignored or constant (per code)", size=10, fill="#999")
-    svg.text(_X0, 54, _fit(f"{a.folder}  ·  sha {a.sha[:12]}", 120), size=10.5, fill="#888", family=_MONO)
+    svg.text(_X0, 54, _fit(f"{_shown_path(a.folder)}  ·  sha {a.sha[:12]}", 120), size=10.5, fill="#888", family=_MONO)
 
     # backbone
     callers = [s for s in "MPFA" if a.slots[s].calls_backbone]
