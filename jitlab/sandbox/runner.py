@@ -118,7 +118,10 @@ def _bwrap_help(bwrap: str) -> str:
 
 
 def _mounts(config: SandboxConfig, folder: str | None) -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
+    # the writable tmpfs comes first: bwrap applies mounts in order, so a venv or checkout that lives
+    # under /tmp (CI clones, pytest dirs) is bound on top of it instead of being hidden by it
+    args = ["--proc", "/proc", "--dev", "/dev", "--size", str(config.tmpfs_mb * _MIB), "--tmpfs", "/tmp"]
+    args += ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -140,7 +143,6 @@ def _mounts(config: SandboxConfig, folder: str | None) -> list[str]:
         for keep in ("__init__.py", "base.py"):
             args += ["--ro-bind", str(envs / keep), str(envs / keep)]
         args += ["--remount-ro", str(envs)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(config.tmpfs_mb * _MIB), "--tmpfs", "/tmp"]
     if folder:
         args += ["--ro-bind", folder, INSIDE_FOLDER]
     return args
