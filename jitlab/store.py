@@ -219,7 +219,8 @@ def summarize(run_dir: str | Path) -> dict:
     summary = {
         "suite": config.get("suite"), "split": config.get("split"), "harness": config.get("harness"),
         "harness_sha": done["harness_sha"].iloc[0] if n else None, "backbone": config.get("backbone"),
-        "n_episodes": n, "n_pending_or_failed_infra": int((~eps["final"]).sum()),
+        "n_episodes": n,
+        "n_tasks_unfinished": int(len(set(eps["task_id"]) - set(done["task_id"]))),  # infra failures, interrupted
         "success_rate": float(done["success"].mean()) if n else 0.0,
         "mean_reward": float(done["reward"].mean()) if n else 0.0,
         "tokens_per_task": per_task("tokens"),

@@ -52,7 +52,8 @@ def test_infra_errors_are_retried_not_counted(tmp_path):
     out = run(_cfg(tmp_path / "r", backbone="scripted:fail", retries=1, limit=2))
     eps = load(out)["episodes"]
     assert set(eps["status"]) == {"infra_error"} and len(eps) == 4        # 2 tasks x 2 attempts
-    assert json.loads((out / "summary.json").read_text())["n_episodes"] == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_episodes"] == 0 and summary["n_tasks_unfinished"] == 2
 
 
 def test_replay_cache_makes_reruns_exact_and_flags_hits(tmp_path):
