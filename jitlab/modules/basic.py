@@ -19,7 +19,7 @@ from jitlab.modules.prompting import render
 from jitlab.protocol import Capability, Context, Ctx, Decision, Directive, Event, View
 
 __all__ = ["FullHistory", "NoPlanner", "FullRegistry", "ReActAction", "RandomAction", "parse_react",
-           "to_decision", "history_text"]
+           "to_decision", "history_text", "echoes_options"]
 
 
 def history_text(events: list[Event], max_chars: int) -> str:
@@ -80,7 +80,7 @@ def parse_react(text: str) -> tuple[str, str]:
         lines = [l for l in text.strip().splitlines() if l.strip()]
         action, thought = (lines[-1] if lines else ""), "\n".join(lines[:-1])
     thought = re.sub(r"^\s*thought\s*[:：]\s*", "", thought, flags=re.I)
-    action = action.strip().strip("`").strip()
+    action = action.strip().strip("`").strip().rstrip(".!").strip()
     action = re.sub(r"^(>|\[|\")\s*|\s*(\]|\")$", "", action).strip()
     return thought.strip(), action.rstrip(".!").strip()
 
@@ -125,13 +125,24 @@ def _args_for(cap: Capability, raw: str) -> dict:
     return {props[0]: value} if props else {}
 
 
+def echoes_options(text: str, candidates: list[str]) -> bool:
+    """True when a reply without an ``Action:`` line just repeats two or more of the listed options:
+    small models often echo the list, and its last line is then no choice at all."""
+    if _ACTION_RE.search(text):
+        return False
+    listed = {c.lower() for c in candidates}
+    lines = {re.sub(r"^\s*[-*>\d.]+\s*", "", line).strip().lower() for line in text.splitlines()}
+    return len(lines & listed) >= 2
+
+
 def _nearest(action: str, candidates: list[str], context: Context, ctx: Ctx, rerank: str) -> str:
     lowered = {c.lower(): c for c in candidates}
     if action.lower() in lowered:
         return lowered[action.lower()]
-    if rerank == "score":
+    if rerank == "score" or not action:  # no usable text: let the backbone's likelihood choose
         try:
-            messages = [{"role": "user", "content": f"{context.view.text}\nNext command (intended: {action}):"}]
+            intended = f" (intended: {action})" if action else ""
+            messages = [{"role": "user", "content": f"{context.view.text}\nNext command{intended}:"}]
             scores = ctx.llm.score(messages, candidates)
             return candidates[max(range(len(candidates)), key=scores.__getitem__)]
         except NotImplementedError:
@@ -161,6 +172,8 @@ class ReActAction:
         reply = ctx.llm.chat(self.messages(context, ctx), max_new_tokens=self.max_new_tokens,
                              stop=["\nObservation"])
         thought, action = parse_react(reply.text)
+        if echoes_options(reply.text, context.observation.candidates):
+            action = ""  # an echoed option list is not a choice
         return to_decision(action, thought, context, ctx, self.rerank)
 
 
