@@ -96,7 +96,7 @@ def _agent_factory(cfg: RunConfig, suite):
         return "oracle", f"oracle:{cfg.suite}", "trusted (oracle)", lambda env, llm: suite.oracle(env)
     from jitlab.harness import load_harness, resolve, seed_bank_dir
     folder = resolve(cfg.harness)
-    trusted = folder.parent == seed_bank_dir().resolve() or folder.parent == seed_bank_dir()
+    trusted = folder.parent == seed_bank_dir().resolve()
     harness = load_harness(folder) if trusted else None
     if cfg.isolation == "none" or (cfg.isolation == "auto" and trusted):
         if not trusted and not cfg.allow_unisolated:
@@ -134,8 +134,9 @@ def run(cfg: RunConfig) -> Path:
                 return
             episode = store.start_episode(harness_name, sha, task, cfg.seed, attempt, isolation)
             llm = LLMHandle(backbone, budget, cache, on_call=lambda c: store.log_call(episode, c), seed=cfg.seed)
-            env, agent = suite.make_env(task), None
+            env = agent = None
             try:
+                env = suite.make_env(task)  # may generate a game: inside the try so the row is always finished
                 agent = make_agent(env, llm)
                 result = run_episode(env, agent, llm, budget, cfg.seed, on_step=lambda s: store.log_step(episode, s))
             except InfraError as exc:  # e.g. the sandbox could not start: retried, never a task failure
@@ -143,7 +144,8 @@ def run(cfg: RunConfig) -> Path:
             finally:
                 if hasattr(agent, "close"):  # a sandboxed agent holds a child process
                     agent.close()
-                env.close()
+                if env is not None:
+                    env.close()
             store.finish_episode(episode, result.as_dict(), llm)
             if not cfg.quiet:
                 print(f"  {task.id:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "
