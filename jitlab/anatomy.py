@@ -53,6 +53,7 @@ from jitlab.errors import HarnessError
 from jitlab.harness import Harness, load_harness, seed_names
 from jitlab.paths import repo_root
 from jitlab.protocol import HOOKS, Capability
+from jitlab.tables import markdown_table
 
 __all__ = ["SLOTS", "Anatomy", "BackboneCall", "FlowEdge", "SlotAnatomy", "anatomy", "save_diagrams",
            "summary_row", "table", "to_svg", "write_table"]
@@ -590,13 +591,7 @@ def write_table(df, out_dir: str | Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out / "table2_seed_bank.csv", out / "table2_seed_bank.md"
     df.to_csv(csv_path, index=False)
-
-    def cell(v) -> str:
-        return (str(v) if v not in ("", None) else "—").replace("|", "\\|").replace("\n", " ")
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    md_path.write_text("\n".join(lines) + "\n")
+    md_path.write_text(markdown_table(df, empty="—") + "\n")
     return md_path, csv_path
 
 

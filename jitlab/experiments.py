@@ -31,6 +31,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jitlab.tables import markdown_table
+
 __all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "SUMMARY_COLUMNS", "backbone_calls", "best_per_suite",
            "diagnostics", "grid_table", "harness_anatomies", "harness_diff", "jit_summaries", "jit_tasks",
            "notebook_command", "open_run", "register_figure", "repo_path", "run_grid", "run_jit_modes",
@@ -318,7 +320,7 @@ def register_figure(fig_dir: str | Path, stem: str, files, title: str, command: 
         names += sorted(str(p.relative_to(root)) for p in f.glob("*") if p.is_file()) if f.is_dir() \
             else [str(f.relative_to(root))]
     if numbers is not None and not isinstance(numbers, str):
-        numbers = _markdown(numbers)
+        numbers = markdown_table(numbers)
     entry = {"stem": stem, "files": names, "title": title, "caption": caption, "command": command,
              "numbers": numbers, "generated": dt.datetime.now().isoformat(timespec="seconds"), **more}
     return register(fig_dir, [entry])
@@ -334,10 +336,3 @@ def save_figure(fig, fig_dir: str | Path, stem: str, title: str, command: str, c
     return paths
 
 
-def _markdown(df, floatfmt: str = ".3g") -> str:
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in df.itertuples(index=False):
-        cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
-    return "\n".join(lines)

@@ -31,6 +31,7 @@ import shlex
 from pathlib import Path
 
 from jitlab.errors import ConfigError
+from jitlab.tables import markdown_table
 
 __all__ = ["collect", "expand_runs", "stream_curves", "final_accuracy", "pairings", "pareto_frontier",
            "jit_gain", "seed_bank_table", "fig_stream", "fig_pareto", "fig_jit_gain", "save",
@@ -376,18 +377,11 @@ def write_table(table, stem: str | Path) -> list[Path]:
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     md, csv = stem.with_name(stem.name + ".md"), stem.with_name(stem.name + ".csv")
-    md.write_text(_markdown(table) + "\n")
+    md.write_text(markdown_table(table) + "\n")
     table.to_csv(csv, index=False)
     return [md, csv]
 
 
-def _markdown(table, floatfmt: str = ".3g") -> str:
-    cols = [str(c) for c in table.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in table.itertuples(index=False):
-        cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
-    return "\n".join(lines)
 
 
 # -- regenerate all + README ---------------------------------------------------------------------
@@ -425,7 +419,7 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
                                       "tool_calls_per_task"]]
             add(stem, files, f"Figure 6 ({suite}): static vs streaming over the task stream",
                 "Cumulative accuracy (static dashed, streaming solid); per-task cost and tool calls as a "
-                f"{window}-task rolling mean with ± rolling std band.", jit, _markdown(fa),
+                f"{window}-task rolling mean with ± rolling std band.", jit, markdown_table(fa),
                 final_accuracy=[{"suite": suite, **r} for r in fa.to_dict("records")])
         stem = f"fig4_pareto_{_slug(suite)}"
         p = pairings(sub)
@@ -435,7 +429,7 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
         add(stem, files, f"Figure 4 ({suite}): cost vs score of harness × backbone pairings",
             "Each point is a pairing (mean cost per case, success rate); black step line = global Pareto "
             "frontier, grey = dominated region.", sub,
-            _markdown(p[["method", "backbone", "n", "score", "cost_per_case", "tool_calls_per_case", "on_frontier"]]))
+            markdown_table(p[["method", "backbone", "n", "score", "cost_per_case", "tool_calls_per_case", "on_frontier"]]))
         gains = jit_gain(sub, baseline)
         if not gains.empty:
             stem = f"fig5_jit_gain_{_slug(suite)}"
@@ -443,7 +437,7 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
             add(stem, files, f"Figure 5 ({suite}): JIT vs {baseline} per backbone",
                 "Success rate of the baseline and each JIT mode per backbone; the gain is in the axis label.",
                 sub[sub["method"].isin([baseline, *gains["jit"]])],
-                _markdown(gains[["backbone", "jit", "baseline_score", "jit_score", "gain"]]))
+                markdown_table(gains[["backbone", "jit", "baseline_score", "jit_score", "gain"]]))
     table = seed_bank_table(df)
     if not table.empty:
         files = write_table(table, out / "table_seed_bank")
