@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-__all__ = ["main", "build_parser", "backbone_options"]
+__all__ = ["backbone_options", "build_parser", "main"]
 
 
 def backbone_options(args) -> dict:
@@ -54,6 +54,7 @@ def _print_summary(s: dict, out) -> None:
 
 def cmd_show(args) -> int:
     import pandas as pd
+
     from jitlab.store import load, summarize
     rows = []
     for run_dir in args.run_dirs:

@@ -3,22 +3,19 @@
     jitlab jit --suite textworld --mode streaming --generator compose --backbone embedded --limit 20
     jitlab jit --suite toy --mode static --generator code:embedded --n-candidates 4 --selector logprob
 
-``add_jit_commands(subparsers)`` registers the command on the ``jitlab`` parser; ``python -m
-jitlab.cli_jit jit ...`` runs it standalone. jitlab.jit is imported inside the command, so
+``add_jit_commands(subparsers)`` registers the command on the ``jitlab`` parser. jitlab.jit is imported inside the command, so
 ``jitlab --help`` stays fast. Rerunning the same command resumes the run.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 
-__all__ = ["add_jit_commands", "cmd_jit", "main"]
+__all__ = ["add_jit_commands", "cmd_jit"]
 
 
 def cmd_jit(args) -> int:
-    from jitlab.jit import JITConfig, run_jit
     from jitlab.cli import backbone_options
+    from jitlab.jit import JITConfig, run_jit
     options = backbone_options(args)
     cfg = JITConfig(suite=args.suite, mode=args.mode, generator=args.generator, backbone=args.backbone,
                     backbone_options=options, judge_backbone=args.judge_backbone, split=args.split,
@@ -80,19 +77,3 @@ def add_jit_commands(subparsers) -> None:
     p.add_argument("--new-run", action="store_true", help="start over even if the config changed")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_jit)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="jitlab")
-    add_jit_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    from jitlab.errors import JitlabError
-    try:
-        return args.func(args)
-    except JitlabError as exc:
-        print(f"jitlab: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -22,7 +22,7 @@ import yaml
 from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import repo_root
 
-__all__ = ["MODULE_FILES", "Harness", "load_harness", "resolve", "harness_sha", "seed_names", "read_files"]
+__all__ = ["MODULE_FILES", "Harness", "harness_sha", "load_harness", "read_files", "resolve", "seed_names"]
 
 # file -> (class it must define, methods that class must have)
 MODULE_FILES = {

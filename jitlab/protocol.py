@@ -24,8 +24,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "Capability", "Event", "View", "Directive", "Decision", "Observation", "Context",
-    "Completion", "LLM", "Ctx", "Memory", "Planner", "CapabilityPolicy", "Action", "HOOKS",
+    "HOOKS",
+    "LLM",
+    "Action",
+    "Capability",
+    "CapabilityPolicy",
+    "Completion",
+    "Context",
+    "Ctx",
+    "Decision",
+    "Directive",
+    "Event",
+    "Memory",
+    "Observation",
+    "Planner",
+    "View",
 ]
 
 HOOKS = ("on_init", "pre_decision", "pre_action", "post_feedback")

@@ -24,7 +24,7 @@ from jitlab.errors import ConfigError, InfraError
 from jitlab.runtime import Budget, EpisodeResult, HarnessAgent, LLMHandle, run_episode
 from jitlab.store import FINAL, RunStore, summarize
 
-__all__ = ["RunConfig", "run", "LazyBackbone", "default_out"]
+__all__ = ["LazyBackbone", "RunConfig", "default_out", "run"]
 
 # fields that change how fast a run goes, not what it computes: excluded from the fingerprint
 _NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet")
@@ -133,12 +133,12 @@ def run(cfg: RunConfig) -> Path:
             if status in FINAL:
                 return
             episode = store.start_episode(harness_name, sha, task, cfg.seed, attempt, isolation)
-            llm = LLMHandle(backbone, budget, cache, on_call=lambda c: store.log_call(episode, c), seed=cfg.seed)
+            llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=cfg.seed)
             env = agent = None
             try:
                 env = suite.make_env(task)  # may generate a game: inside the try so the row is always finished
                 agent = make_agent(env, llm)
-                result = run_episode(env, agent, llm, budget, cfg.seed, on_step=lambda s: store.log_step(episode, s))
+                result = run_episode(env, agent, llm, budget, cfg.seed, on_step=lambda s, e=episode: store.log_step(e, s))
             except InfraError as exc:  # e.g. the sandbox could not start: retried, never a task failure
                 result = EpisodeResult(status="infra_error", error=str(exc))
             finally:

@@ -15,9 +15,16 @@ import traceback
 from dataclasses import asdict, dataclass, field
 
 from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
-from jitlab.protocol import HOOKS, Completion, Context, Ctx, Decision, Event, Observation
+from jitlab.protocol import (
+    Completion,
+    Context,
+    Ctx,
+    Decision,
+    Event,
+    Observation,
+)
 
-__all__ = ["Budget", "LLMHandle", "HarnessAgent", "EpisodeResult", "run_episode"]
+__all__ = ["Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "run_episode"]
 
 
 @dataclass

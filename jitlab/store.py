@@ -23,7 +23,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError
 
-__all__ = ["RunStore", "load", "fingerprint", "FINAL", "RETRY", "summarize", "DB_NAME"]
+__all__ = ["DB_NAME", "FINAL", "RETRY", "RunStore", "fingerprint", "load", "summarize"]
 
 DB_NAME = "run.sqlite"
 FINAL = ("ok", "budget", "harness_error")
@@ -220,7 +220,7 @@ def summarize(run_dir: str | Path) -> dict:
         "suite": config.get("suite"), "split": config.get("split"), "harness": config.get("harness"),
         "harness_sha": done["harness_sha"].iloc[0] if n else None, "backbone": config.get("backbone"),
         "n_episodes": n,
-        "n_tasks_unfinished": int(len(set(eps["task_id"]) - set(done["task_id"]))),  # infra failures, interrupted
+        "n_tasks_unfinished": len(set(eps["task_id"]) - set(done["task_id"])),  # infra failures, interrupted
         "success_rate": float(done["success"].mean()) if n else 0.0,
         "mean_reward": float(done["reward"].mean()) if n else 0.0,
         "tokens_per_task": per_task("tokens"),

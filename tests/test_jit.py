@@ -140,7 +140,7 @@ def _final_counts(out):
 
 def test_sigkill_mid_stream_resumes_without_duplicate_bank_entries(tmp_path):
     out = tmp_path / "kill"
-    cmd = [sys.executable, "-m", "jitlab.cli_jit", "jit", "--suite", "toy", "--mode", "streaming", "--backbone",
+    cmd = [sys.executable, "-m", "jitlab.cli", "jit", "--suite", "toy", "--mode", "streaming", "--backbone",
            "scripted:pick-hash", "--backbone-option", "delay_s=0.02", "--limit", "5", "--retrieval", "bm25",
            "--smoke-steps", "2", "--no-cache", "--quiet", "--out", str(out)]
     if _unisolated():

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 from jitlab.errors import UnknownName
 from jitlab.protocol import Capability, Observation
 
-__all__ = ["TaskSpec", "Score", "Env", "Suite", "SUITES", "get_suite", "suite_names", "interleave", "check_choice"]
+__all__ = ["SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_suite", "interleave", "suite_names"]
 
 
 @dataclass

@@ -11,7 +11,7 @@ import random
 from jitlab.envs.base import Score, TaskSpec, check_choice
 from jitlab.protocol import Capability, Observation
 
-__all__ = ["ToySuite", "ToyEnv", "ACT"]
+__all__ = ["ACT", "ToyEnv", "ToySuite"]
 
 ACT = Capability("act", "Issue one text command to the game, e.g. 'go east'.",
                  {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})
@@ -38,7 +38,7 @@ class ToySuite:
                 tools=[ACT], max_steps=8, data={"plan": plan}))
         return specs
 
-    def make_env(self, spec: TaskSpec) -> "ToyEnv":
+    def make_env(self, spec: TaskSpec) -> ToyEnv:
         return ToyEnv(spec)
 
 

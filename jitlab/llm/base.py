@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from jitlab.errors import UnknownName
 from jitlab.protocol import Completion
 
-__all__ = ["Backbone", "Completion", "get_backbone", "check_name", "BACKENDS"]
+__all__ = ["BACKENDS", "Backbone", "Completion", "check_name", "get_backbone"]
 
 
 @runtime_checkable

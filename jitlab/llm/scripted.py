@@ -20,19 +20,19 @@ import hashlib
 import json
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from jitlab.errors import InfraError, UnknownName
 from jitlab.protocol import Completion
 
-__all__ = ["ScriptedBackbone", "get_scripted", "check_scripted", "SCRIPTS", "listed_options"]
+__all__ = ["SCRIPTS", "ScriptedBackbone", "check_scripted", "get_scripted", "listed_options"]
 
 PRICE_PER_TOKEN = 1e-6  # a nominal price so cost columns are exercised by tests
 
 
 def listed_options(text: str) -> list[str]:
     """Lines of the form '- option' (the convention prompts use to list admissible actions)."""
-    return [m.group(1).strip() for m in re.finditer(r"^\s*-\s+(.+)$", text, re.M)]
+    return [m.group(1).strip() for m in re.finditer(r"^\s*-\s+(.+)$", text, re.MULTILINE)]
 
 
 def _last_user(messages: list[dict]) -> str:

@@ -18,8 +18,17 @@ from dataclasses import dataclass, field
 from jitlab.modules.prompting import render
 from jitlab.protocol import Capability, Context, Ctx, Decision, Directive, Event, View
 
-__all__ = ["FullHistory", "NoPlanner", "FullRegistry", "ReActAction", "RandomAction", "parse_react",
-           "to_decision", "history_text", "echoes_options"]
+__all__ = [
+    "FullHistory",
+    "FullRegistry",
+    "NoPlanner",
+    "RandomAction",
+    "ReActAction",
+    "echoes_options",
+    "history_text",
+    "parse_react",
+    "to_decision",
+]
 
 
 def history_text(events: list[Event], max_chars: int) -> str:
@@ -67,7 +76,7 @@ class FullRegistry:
         return list(registry)
 
 
-_ACTION_RE = re.compile(r"^\s*(?:\d+\.\s*)?\**action\**\s*(?:\d+)?\s*[:：]\s*(.+)$", re.I | re.M)
+_ACTION_RE = re.compile(r"^\s*(?:\d+\.\s*)?\**action\**\s*(?:\d+)?\s*[:：]\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 
 
 def parse_react(text: str) -> tuple[str, str]:
@@ -79,7 +88,7 @@ def parse_react(text: str) -> tuple[str, str]:
     else:
         lines = [l for l in text.strip().splitlines() if l.strip()]
         action, thought = (lines[-1] if lines else ""), "\n".join(lines[:-1])
-    thought = re.sub(r"^\s*thought\s*[:：]\s*", "", thought, flags=re.I)
+    thought = re.sub(r"^\s*thought\s*[:：]\s*", "", thought, flags=re.IGNORECASE)
     action = action.strip().strip("`").strip().rstrip(".!").strip()
     action = re.sub(r"^(>|\[|\")\s*|\s*(\]|\")$", "", action).strip()
     return thought.strip(), action.rstrip(".!").strip()
@@ -98,7 +107,7 @@ def to_decision(action: str, thought: str, context: Context, ctx: Ctx, rerank: s
     """Map parsed action text onto a tool call of the exposed capabilities."""
     caps = context.capabilities
     by_name = {c.name: c for c in caps}
-    call = re.match(r"^([A-Za-z_][\w]*)\s*(?:\((.*)\)|\[(.*)\]|:\s*(.*))\s*$", action, re.S)
+    call = re.match(r"^([A-Za-z_][\w]*)\s*(?:\((.*)\)|\[(.*)\]|:\s*(.*))\s*$", action, re.DOTALL)
     if call and call.group(1) in by_name:
         cap = by_name[call.group(1)]
         raw = next(g for g in call.groups()[1:] if g is not None).strip()
