@@ -50,6 +50,13 @@ def _last_observation(events: list[Event]) -> str:
     return next((e.content for e in reversed(events) if e.kind in ("observation", "tool_result")), "")
 
 
+
+def _overdue(fresh: list[Event], step: int, last_step: int, every: int, limit_chars: int) -> bool:
+    """Compaction is due every ``every`` steps, or sooner when the fresh transcript outgrows ``limit_chars``."""
+    if every and step - last_step >= every:
+        return True
+    return len(history_text(fresh, 10 ** 9)) > limit_chars
+
 @dataclass
 class PeriodicSummaryMemory:
     """M (ReSum): every k steps summarize verified evidence, gaps and next steps, then restart the
@@ -79,9 +86,7 @@ class PeriodicSummaryMemory:
         fresh = self.events[self.start:]
         if ctx.step <= self.last_summary_step or len(fresh) < 3:
             return False
-        if self.every_k and ctx.step - self.last_summary_step >= self.every_k:
-            return True
-        return len(history_text(fresh, 10 ** 9)) > self.trigger_chars
+        return _overdue(fresh, ctx.step, self.last_summary_step, self.every_k, self.trigger_chars)
 
     def summarize(self, ctx: Ctx) -> None:
         fresh = self.events[self.start:]
@@ -398,9 +403,7 @@ class ThreeTierMemory:
             return False
         if ctx.state.pop("fold_requested", False):
             return True
-        if self.fold_every and ctx.step - self.last_fold_step >= self.fold_every:
-            return True
-        return len(history_text(fresh, 10 ** 9)) > self.trigger_chars
+        return _overdue(fresh, ctx.step, self.last_fold_step, self.fold_every, self.trigger_chars)
 
     def fold(self, ctx: Ctx) -> None:
         fresh = self.events[self.start:]
