@@ -25,7 +25,7 @@ def cmd_jit(args) -> int:
                     avoid_retries=args.avoid_retries, avoid_after=args.avoid_after,
                     max_steps=args.max_steps, max_tokens=args.max_tokens, max_wall_s=args.max_wall_s,
                     retrieval=args.retrieval, allow_unisolated=args.allow_unisolated, cache=not args.no_cache,
-                    out=args.out, new_run=args.new_run, quiet=args.quiet)
+                    out=args.out, concurrency=args.concurrency, new_run=args.new_run, quiet=args.quiet)
     print(f"jitlab jit: {cfg.mode} {cfg.generator} on {cfg.suite}/{cfg.split} with {cfg.backbone} "
           f"({cfg.candidates()} candidate(s) per task)", flush=True)
     out = run_jit(cfg)
@@ -73,6 +73,7 @@ def add_jit_commands(subparsers) -> None:
     p.add_argument("--retrieval", choices=["auto", "embedding", "bm25"], default="auto")
     p.add_argument("--allow-unisolated", action="store_true", help="DANGEROUS: run harnesses without bubblewrap")
     p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--concurrency", type=int, default=1, help="static mode: tasks solved at once")
     p.add_argument("--out")
     p.add_argument("--new-run", action="store_true", help="start over even if the config changed")
     p.add_argument("--quiet", action="store_true")

@@ -21,7 +21,7 @@ directories feed ``jitlab figures`` and the dashboards. Relative ``out_root`` pa
 the repository root (:func:`repo_path`), so a notebook writes to the same place whether its kernel
 starts in the repo or in ``notebooks/`` (JupyterLab, ``jitlab batch``).
 
-Caveats: runs execute one after another (each run may use ``concurrency``); a configuration error
+Caveats: grid runs execute one after another unless ``workers`` > 1; a configuration error
 (unknown suite, harness or backbone) raises before anything runs. Anatomy of a harness that is not
 a seed imports its code in this process, so :func:`harness_anatomies` skips those unless
 ``trust_code=True``.
@@ -29,6 +29,7 @@ a seed imports its code in this process, so :func:`harness_anatomies` skips thos
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from jitlab.tables import markdown_table
@@ -71,30 +72,36 @@ def run_slug(*parts) -> str:
 
 
 def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str | Path = "runs/grid",
-             split: str = "dev", quiet: bool = True, **run_options):
+             split: str = "dev", quiet: bool = True, workers: int = 1, **run_options):
     """Run every (suite, harness, backbone) combination on the first ``limit`` tasks of ``split``.
 
-    Each writes ``out_root/<suite>/<harness>-<backbone>/`` (resumable). Extra keyword arguments go to
-    :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency, backbone_options, ...).
-    Returns one row per run: ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
+    Each writes ``out_root/<suite>/<harness>-<backbone>/`` (resumable). ``workers`` runs execute at
+    once (threads of this process: a local model is loaded once and batches all their calls). Extra
+    keyword arguments go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency,
+    backbone_options, ...). Returns one row per run: ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
     import pandas as pd
 
     from jitlab.runner import RunConfig, run
     suites, harnesses, backbones = (_as_list(x) for x in (suites, harnesses, backbones))
     root = repo_path(out_root)
-    rows = []
-    for suite in suites:
-        for backbone in backbones:
-            for harness in harnesses:
-                out = root / suite / run_slug(Path(str(harness)).name, backbone)
-                if not quiet:
-                    print(f"{suite} · {harness} · {backbone} -> {out}", flush=True)
-                run_dir = run(RunConfig(suite=suite, harness=str(harness), backbone=backbone, limit=limit,
-                                        split=split, out=str(out), quiet=quiet, **run_options))
-                summary = json.loads((run_dir / "summary.json").read_text())
-                rows.append({**{k: summary.get(k) for k in SUMMARY_COLUMNS},
-                             "suite": suite, "harness": Path(str(harness)).name, "backbone": backbone,
-                             "run_dir": str(run_dir)})
+    combos = [(s, h, b) for s in suites for b in backbones for h in harnesses]
+
+    def one(combo) -> dict:
+        suite, harness, backbone = combo
+        out = root / suite / run_slug(Path(str(harness)).name, backbone)
+        if not quiet:
+            print(f"{suite} · {harness} · {backbone} -> {out}", flush=True)
+        run_dir = run(RunConfig(suite=suite, harness=str(harness), backbone=backbone, limit=limit,
+                                split=split, out=str(out), quiet=quiet, **run_options))
+        summary = json.loads((run_dir / "summary.json").read_text())
+        return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, "suite": suite,
+                "harness": Path(str(harness)).name, "backbone": backbone, "run_dir": str(run_dir)}
+
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            rows = list(pool.map(one, combos))
+    else:
+        rows = [one(c) for c in combos]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -137,11 +144,12 @@ JIT_SUMMARY_COLUMNS = ["suite", "mode", "generator", "backbone", "run_dir", "n_e
 
 def run_jit_modes(suite: str, generator: str = "compose", backbone: str = "embedded", limit: int | None = 20,
                   n_candidates: int | None = None, out_root: str | Path = "runs/jit", modes=("static", "streaming"),
-                  quiet: bool = True, **jit_options) -> dict:
+                  quiet: bool = True, concurrency: int = 1, **jit_options) -> dict:
     """Run JIT inference (jitlab.jit) in each of ``modes`` on the first ``limit`` tasks of a suite.
 
     Writes ``out_root/<suite>/jit-<generator>-<backbone>/<mode>/`` (resumable). ``n_candidates`` is
-    for static mode (default 4); streaming generates one harness per task, as in the paper. Extra
+    for static mode (default 4); streaming generates one harness per task, as in the paper.
+    ``concurrency`` static tasks are solved at once (a stream runs in order). Extra
     keyword arguments go to :class:`jitlab.jit.JITConfig` (split, selector, retrieval, max_steps, ...).
     Returns ``{mode: run_dir}``."""
     from jitlab.jit import JITConfig, run_jit
@@ -150,7 +158,7 @@ def run_jit_modes(suite: str, generator: str = "compose", backbone: str = "embed
     for mode in _as_list(modes):
         cfg = JITConfig(suite=suite, mode=mode, generator=generator, backbone=backbone, limit=limit,
                         n_candidates=n_candidates if mode == "static" else None, out=str(root / mode),
-                        quiet=quiet, **jit_options)
+                        quiet=quiet, concurrency=concurrency if mode == "static" else 1, **jit_options)
         out[mode] = run_jit(cfg)
     return out
 

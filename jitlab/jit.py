@@ -53,7 +53,7 @@ __all__ = ["MODES", "PHASES", "JITConfig", "run_jit", "summarize_jit"]
 
 MODES = ("static", "streaming")
 PHASES = ("generate", "select", "repair", "execute")
-_NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet")
+_NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency")
 
 
 @dataclass
@@ -95,6 +95,8 @@ class JITConfig:
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/jit-<suite>-<mode>-<generator>)"})
     retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation"})
+    concurrency: int = field(default=1, metadata={"help": "static mode: tasks solved at once (a stream is solved "
+                                                          "in order, so streaming needs 1)"})
     new_run: bool = field(default=False, metadata={"help": "start over even if the config changed (old records kept)"})
     quiet: bool = field(default=False, metadata={"help": "print nothing per task"})
 
@@ -122,6 +124,9 @@ class JITConfig:
             raise ConfigError(f"--generator must be 'compose' or 'code:<backbone>', got {self.generator!r}")
         if self.judge_backbone:
             check_name(self.judge_backbone)
+        if self.concurrency < 1 or (self.mode == "streaming" and self.concurrency > 1):
+            raise ConfigError(f"--concurrency {self.concurrency}: streaming solves its tasks in order (use 1); "
+                              "static mode may solve several at once")
 
 
 def default_out(cfg: JITConfig) -> Path:
@@ -447,8 +452,12 @@ class _JIT:
 
     def run(self) -> Path:
         try:
-            for i, task in enumerate(self.tasks):
-                self.solve(task, i)
+            if self.cfg.concurrency > 1:   # static only: its tasks do not share a bank update
+                with ThreadPoolExecutor(self.cfg.concurrency) as pool:
+                    list(pool.map(self.solve, self.tasks, range(len(self.tasks))))
+            else:
+                for i, task in enumerate(self.tasks):
+                    self.solve(task, i)
         finally:
             self.store.close()
             self.bank.close()

@@ -95,8 +95,16 @@ class RepairOutcome:
 
 def write_harness(files: dict[str, str], dest: str | Path) -> Path:
     """Write a file set into folder ``dest`` atomically (a temp folder renamed into place), readable by
-    the sandbox's uid. A ``dest`` that already holds these files is kept."""
-    dest = Path(dest)
+    the sandbox's uid. A ``dest`` that already holds these files is kept. Threads of one process
+    (static JIT solving tasks at once) take turns, so two never race to create the same folder."""
+    with _WRITE_LOCK:
+        return _write_harness(files, Path(dest))
+
+
+_WRITE_LOCK = threading.Lock()
+
+
+def _write_harness(files: dict[str, str], dest: Path) -> Path:
     if dest.is_dir():
         try:
             if all((dest / n).read_text() == t for n, t in files.items()) and \

@@ -36,6 +36,12 @@ def test_run_grid_writes_one_run_per_pairing_and_resumes(grid, tmp_path):
     pd.testing.assert_frame_equal(grid.drop(columns="status_counts"), again.drop(columns="status_counts"))
 
 
+def test_run_grid_workers_give_the_same_rows(grid, tmp_path):
+    both = X.run_grid("toy", ["react", "random"], ["scripted:pick-first"], limit=2, out_root=tmp_path / "w", workers=2)
+    cols = ["harness", "n_episodes", "success_rate", "tokens_per_task", "tool_calls_per_task"]
+    pd.testing.assert_frame_equal(grid[cols], both[cols])
+
+
 def test_grid_table_and_best_per_suite():
     runs = pd.DataFrame([
         {"suite": "a", "harness": "h1", "backbone": "b", "success_rate": 0.5, "tokens_per_task": 100.0},

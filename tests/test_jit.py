@@ -11,6 +11,7 @@ import time
 import pytest
 
 from jitlab.bank import Bank
+from jitlab.errors import ConfigError
 from jitlab.generate.compose import ComposeGenerator
 from jitlab.jit import JITConfig, run_jit
 from jitlab.store import load
@@ -56,6 +57,20 @@ def test_static_compose_picks_a_valid_candidate(tmp_path, monkeypatch):
     assert len(Bank(out / "bank.sqlite")) == 13                    # static mode never writes the bank
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mode"] == "static" and summary["valid_candidates"] == 4 and summary["candidates"] == 6
+
+
+def test_static_tasks_at_once_record_the_same_as_one_by_one(tmp_path):
+    one = load(run_jit(_cfg(tmp_path / "one", mode="static", n_candidates=2, limit=3)))["episodes"]
+    many = load(run_jit(_cfg(tmp_path / "many", mode="static", n_candidates=2, limit=3, concurrency=3)))["episodes"]
+    cols = ["task_id", "harness_sha", "status", "success", "prompt_tokens", "completion_tokens"]
+    assert len(many) == 3
+    key = lambda eps: eps[cols].sort_values("task_id").reset_index(drop=True)
+    assert key(many).equals(key(one))
+
+
+def test_streaming_refuses_concurrency(tmp_path):
+    with pytest.raises(ConfigError, match="streaming solves its tasks in order"):
+        run_jit(_cfg(tmp_path / "x", mode="streaming", concurrency=2))
 
 
 def test_streaming_grows_the_bank_and_records_every_phase(tmp_path):

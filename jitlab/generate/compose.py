@@ -84,6 +84,7 @@ class ComposeGenerator:
             raise ConfigError(f"compose strategy {self.config.strategy!r} unknown; use one of {', '.join(STRATEGIES)}")
         self._scores: dict[tuple, dict[str, float]] = {}
         self._lock = threading.Lock()
+        self._key_locks: dict[tuple, threading.Lock] = {}
 
     # -- scoring ------------------------------------------------------------------------------------
     def _options(self, role: str) -> list[tuple[str, str, str]]:
@@ -93,11 +94,17 @@ class ComposeGenerator:
         return [(o.path, o.label, o.description) for o in catalogue()[role]]
 
     def scores(self, role: str, task: dict, llm) -> dict[str, float]:
-        """{option key: score} for one role (cached per task and role; one backbone call)."""
+        """{option key: score} for one role (cached per task and role; one backbone call, also when
+        candidates are generated in parallel: the others wait for the first)."""
         key = (task["id"], role)
         with self._lock:
-            if key in self._scores:
-                return self._scores[key]
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            if key not in self._scores:
+                self._scores[key] = self._score(role, task, llm)
+            return self._scores[key]
+
+    def _score(self, role: str, task: dict, llm) -> dict[str, float]:
         options = self._options(role)
         human = ROLES[role][3] if role in ROLES else "prompt"
         prompt = render("compose_score.j2", task=task, human=human, role_help=_ROLE_HELP[role],
@@ -115,8 +122,6 @@ class ComposeGenerator:
             method = "chat"
         result = {k: float(s) for (k, _, _), s in zip(options, raw)}
         result["_method"] = method  # type: ignore[assignment]
-        with self._lock:
-            self._scores[key] = result
         return result
 
     def _ranked(self, role: str, task: dict, llm, rng: random.Random | None = None) -> list[str]:

@@ -12,9 +12,11 @@ Local files only (``local_files_only=True``, ``HF_HUB_OFFLINE=1``): nothing is d
 Batching: all backbones that share a loaded model share one worker thread. ``chat`` enqueues its
 request and waits; the worker takes the first pending request, then keeps collecting until every
 active caller thread (inside ``chat`` now, or out of it for less than a second, i.e. an episode
-between two calls) has enqueued, or ``batch_window_s`` passes, or ``max_batch`` is reached. It
-groups the requests by identical generation parameters and runs ONE left-padded ``generate`` per
-group, so episodes running in threads share forward passes. A single caller never waits.
+between two calls) has enqueued, or ``batch_window_s`` passes. Requests with the same sampling
+settings share ONE left-padded ``generate`` of up to ``max_batch`` rows, whatever their
+``max_new_tokens`` and ``stop`` (each row is cut to its own afterwards), and of the waiting
+requests it takes the oldest plus those closest to it in prompt length, so little compute goes
+into padding. Episodes running in threads thus share forward passes. A single caller never waits.
 ``score`` calls are not merged across threads: each is its own batched pass over its candidates.
 Greedy decoding is the default; batched greedy text equals unbatched greedy text up to float
 rounding (left padding changes matmul shapes; see tests/llm/test_hf.py for what is checked).
@@ -72,7 +74,7 @@ class HFConfig:
     dtype: str | None = field(default=None, metadata={"help": "float32 | bfloat16 | float16; default float32 on cpu, bfloat16 elsewhere"})
     max_new_tokens: int = field(default=256, metadata={"help": "default cap on generated tokens per call"})
     temperature: float = field(default=0.0, metadata={"help": "default temperature; 0 = greedy (deterministic)"})
-    max_batch: int = field(default=8, metadata={"help": "most requests merged into one generate call"})
+    max_batch: int = field(default=16, metadata={"help": "most requests merged into one generate call"})
     batch_window_s: float = field(default=0.05, metadata={"help": "longest wait for callers already inside chat() to join a batch"})
     max_input_tokens: int | None = field(default=None, metadata={"help": "prompts longer than this keep their last tokens; default: context length - max_new_tokens"})
     pricing: str | dict | None = field(default=None, metadata={"help": "pricing YAML path or dict overriding jitlab/llm/pricing.yaml"})
@@ -148,6 +150,12 @@ def _save_converted(tokenizer, model, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _sampling(gen: tuple) -> tuple:
+    """The generation settings rows of one batch must share (max_new_tokens and stop may differ)."""
+    g = dict(gen)
+    return g["temperature"], g["top_p"], g["seed"]
+
+
 class _Request:
     __slots__ = ("done", "error", "gen", "ids", "tokens")
 
@@ -178,7 +186,7 @@ class _Engine:
         self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
         self.lock = threading.Lock()          # one forward pass at a time
-        self.max_batch, self.window = 8, 0.05
+        self.max_batch, self.window = 16, 0.05
         self._queue: queue.Queue[_Request] = queue.Queue()
         # caller thread -> None while inside chat(), else when it last left: threads that are inside
         # or left less than `linger_s` ago are the ones a batch waits for (up to `window`)
@@ -230,13 +238,15 @@ class _Engine:
             raise request.error
         return request.tokens
 
-    def _collect(self) -> list[_Request]:
-        batch = [self._queue.get()]
+    def _collect(self, have: int) -> list[_Request]:
+        """Newly queued requests (blocking for one if ``have`` is 0), waiting up to ``window`` while
+        fewer requests than active callers are in hand."""
+        new = [] if have else [self._queue.get()]
         deadline = time.monotonic() + self.window
-        while len(batch) < self.max_batch:
-            waiting_for_more = len(batch) < self._expected()
+        while have + len(new) < 4 * self.max_batch:
+            waiting_for_more = have + len(new) < self._expected()
             try:
-                batch.append(self._queue.get_nowait())
+                new.append(self._queue.get_nowait())
                 continue
             except queue.Empty:
                 pass
@@ -244,29 +254,46 @@ class _Engine:
             if not waiting_for_more or remaining <= 0:
                 break
             try:
-                batch.append(self._queue.get(timeout=min(remaining, 0.005)))
+                new.append(self._queue.get(timeout=min(remaining, 0.005)))
             except queue.Empty:
                 pass
-        return batch
+        return new
+
+    def _pick(self, pending: list[_Request]) -> list[_Request]:
+        """The oldest request and up to ``max_batch - 1`` others with its sampling settings, chosen
+        for the narrowest spread of prompt lengths (least padding). The oldest is always served,
+        so nothing starves."""
+        oldest, n = pending[0], self.max_batch
+        group = sorted((r for r in pending if _sampling(r.gen) == _sampling(oldest.gen)), key=lambda r: len(r.ids))
+        if len(group) <= n:
+            return group
+        i = group.index(oldest)
+        start = min(range(max(0, i - n + 1), min(i, len(group) - n) + 1),
+                    key=lambda s: len(group[s + n - 1].ids) - len(group[s].ids))
+        return group[start:start + n]
 
     def _serve(self) -> None:
+        pending: list[_Request] = []
         while True:
-            groups: dict[tuple, list[_Request]] = {}
-            for request in self._collect():
-                groups.setdefault(request.gen, []).append(request)
-            for gen, group in groups.items():
-                try:
-                    outputs = self.generate([r.ids for r in group], dict(gen))
-                    for request, tokens in zip(group, outputs):
-                        request.tokens = tokens
-                except Exception as exc:  # a failed forward pass must wake its callers, never kill the worker
-                    error = InfraError(f"local model generate failed: {type(exc).__name__}: {exc}")
-                    error.__cause__ = exc
-                    for request in group:
-                        request.error = error
-                finally:
-                    for request in group:
-                        request.done.set()
+            pending += self._collect(len(pending))
+            batch = self._pick(pending)
+            pending = [r for r in pending if r not in batch]
+            gens = [dict(r.gen) for r in batch]
+            stops = {g["stop"] for g in gens}
+            merged = {**gens[0], "max_new_tokens": max(g["max_new_tokens"] for g in gens),
+                      "stop": gens[0]["stop"] if len(stops) == 1 else ()}  # mixed stops: cut in finish()
+            try:
+                outputs = self.generate([r.ids for r in batch], merged)
+                for request, gen, tokens in zip(batch, gens, outputs):
+                    request.tokens = tokens[:gen["max_new_tokens"]]
+            except Exception as exc:  # a failed forward pass must wake its callers, never kill the worker
+                error = InfraError(f"local model generate failed: {type(exc).__name__}: {exc}")
+                error.__cause__ = exc
+                for request in batch:
+                    request.error = error
+            finally:
+                for request in batch:
+                    request.done.set()
 
     def generate(self, prompts: list[list[int]], gen: dict) -> list[list[int]]:
         """One left-padded ``generate`` over ``prompts``; returns each row's new tokens (padding kept)."""

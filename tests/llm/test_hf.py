@@ -106,6 +106,43 @@ def test_concurrent_calls_are_batched_and_match_unbatched(smol):
 
 
 @pytest.mark.slow
+def test_mixed_lengths_and_stops_share_one_batch(smol):
+    calls = [(QUESTION, {"max_new_tokens": 3}), (QUESTION, {"stop": ["Paris"]}),
+             ([{"role": "user", "content": "What is 12 plus 7?"}], {"max_new_tokens": 20, "stop": ["\n"]})]
+    alone = [smol.chat(m, **p) for m, p in calls]
+    smol.engine.batches.clear()
+    together = [None] * len(calls)
+    barrier = threading.Barrier(len(calls))
+
+    def call(i):
+        barrier.wait()
+        together[i] = smol.chat(calls[i][0], **calls[i][1])
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert max(smol.engine.batches) > 1, smol.engine.batches
+    assert [(c.text, c.completion_tokens) for c in together] == [(c.text, c.completion_tokens) for c in alone]
+
+
+def _req(length, temperature=0.0):
+    return hf._Request([0] * length, (("max_new_tokens", 8), ("temperature", temperature), ("top_p", None),
+                                      ("stop", ()), ("seed", None)))
+
+
+def test_pick_serves_the_oldest_with_its_nearest_lengths():
+    engine = type("E", (), {"max_batch": 3})()
+    pending = [_req(500), _req(100), _req(510), _req(90), _req(520, temperature=0.7), _req(495), _req(2000)]
+    batch = hf._Engine._pick(engine, pending)
+    assert pending[0] in batch and len(batch) == 3
+    assert sorted(len(r.ids) for r in batch) == [495, 500, 510]        # not the 90/100/2000 ones
+    alone = [_req(50, temperature=0.7), _req(60)]
+    assert hf._Engine._pick(engine, alone) == alone[:1]              # sampling settings never mix
+
+
+@pytest.mark.slow
 def test_score_ranks_the_right_answer_first(smol):
     scores = smol.score(QUESTION, ["The capital of France is Paris.", "The capital of France is Berlin.",
                                    "Bananas are purple."])
