@@ -13,8 +13,9 @@ Batching: all backbones that share a loaded model share one worker thread. ``cha
 request and waits; the worker takes the first pending request, then keeps collecting until every
 active caller thread (inside ``chat`` now, or out of it for less than a second, i.e. an episode
 between two calls) has enqueued, or ``batch_window_s`` passes. Requests with the same sampling
-settings share ONE left-padded ``generate`` of up to ``max_batch`` rows, whatever their
-``max_new_tokens`` and ``stop`` (each row is cut to its own afterwards), and of the waiting
+settings and a similar ``max_new_tokens`` (up to 128, or the same power of two) share ONE
+left-padded ``generate`` of up to ``max_batch`` rows, whatever their ``stop`` (each row is cut to
+its own length and stop afterwards), and of the waiting
 requests it takes the oldest plus those closest to it in prompt length, so little compute goes
 into padding. Episodes running in threads thus share forward passes. A single caller never waits.
 ``score`` calls are not merged across threads: each is its own batched pass over its candidates.
@@ -151,9 +152,10 @@ def _save_converted(tokenizer, model, target: Path) -> None:
 
 
 def _sampling(gen: tuple) -> tuple:
-    """The generation settings rows of one batch must share (max_new_tokens and stop may differ)."""
+    """What rows of one batch must share: sampling settings and a length class (up to 128 new tokens,
+    then powers of two), so a short reply never waits for a 1,200-token one. Stop strings may differ."""
     g = dict(gen)
-    return g["temperature"], g["top_p"], g["seed"]
+    return g["temperature"], g["top_p"], g["seed"], max(128, 1 << (g["max_new_tokens"] - 1).bit_length())
 
 
 class _Request:

@@ -140,6 +140,9 @@ def test_pick_serves_the_oldest_with_its_nearest_lengths():
     assert sorted(len(r.ids) for r in batch) == [495, 500, 510]        # not the 90/100/2000 ones
     alone = [_req(50, temperature=0.7), _req(60)]
     assert hf._Engine._pick(engine, alone) == alone[:1]              # sampling settings never mix
+    short, long, other = _req(40), _req(40), _req(41)
+    long.gen = (("max_new_tokens", 1200),) + long.gen[1:]
+    assert hf._Engine._pick(engine, [short, long, other]) == [short, other]   # a 1,200-token reply waits apart
 
 
 @pytest.mark.slow
