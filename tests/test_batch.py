@@ -69,3 +69,20 @@ def test_batch_failure_isolated_and_rerun_skips(tmp_path):
 def test_missing_notebook_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         run_batch(BatchConfig(notebook=str(tmp_path / "nope.ipynb"), grid="", out=str(tmp_path)))
+
+
+@pytest.mark.slow
+def test_notebook_05_grid_of_the_readme(tmp_path):
+    """The README's example: notebook 05 (smoke) over notebooks/grids/05_smoke_2x2.yaml, records under tmp_path."""
+    from jitlab.paths import repo_root
+    text = (repo_root() / "notebooks/grids/05_smoke_2x2.yaml").read_text().replace("runs/batch05", str(tmp_path / "rec"))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(text)
+    cfg = BatchConfig(notebook=str(repo_root() / "notebooks/05_static_vs_streaming.ipynb"), grid=str(grid),
+                      out=str(tmp_path / "out"), parallel=2)
+    manifest = run_batch(cfg, echo=lambda *_: None)
+    assert manifest["summary"] == {"total": 5, "ok": 4, "failed": 1, "skipped": 0}
+    broken = [r for r in manifest["runs"] if r["status"] == "failed"]
+    assert broken[0]["params"]["suite"] == "no_such_suite" and "unknown suite 'no_such_suite'" in broken[0]["error"]
+    for name in ("toy-1", "toy-2", "textworld-1", "textworld-2"):
+        assert list((tmp_path / "rec" / name / "figures").glob("fig6_stream_*.png")), name

@@ -13,11 +13,11 @@ Batching: all backbones that share a loaded model share one worker thread. ``cha
 request and waits; the worker takes the first pending request, then keeps collecting until every
 active caller thread (inside ``chat`` now, or out of it for less than a second, i.e. an episode
 between two calls) has enqueued, or ``batch_window_s`` passes. Requests with the same sampling
-settings and a similar ``max_new_tokens`` (up to 128, or the same power of two) share ONE
-left-padded ``generate`` of up to ``max_batch`` rows, whatever their ``stop`` (each row is cut to
-its own length and stop afterwards), and of the waiting
-requests it takes the oldest plus those closest to it in prompt length, so little compute goes
-into padding. Episodes running in threads thus share forward passes. A single caller never waits.
+settings and stop strings and a similar ``max_new_tokens`` (the same power of two; each row is cut
+to its own length afterwards) share ONE left-padded ``generate`` of up to ``max_batch`` rows; of
+the waiting requests it takes the oldest plus those closest to it in prompt length, so little
+compute goes into padding. A batch decodes until its last row stops, which is why replies of very
+different lengths or stop strings are not mixed. Episodes running in threads thus share forward passes. A single caller never waits.
 ``score`` calls are not merged across threads: each is its own batched pass over its candidates.
 Greedy decoding is the default; batched greedy text equals unbatched greedy text up to float
 rounding (left padding changes matmul shapes; see tests/llm/test_hf.py for what is checked).
@@ -151,11 +151,11 @@ def _save_converted(tokenizer, model, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _sampling(gen: tuple) -> tuple:
-    """What rows of one batch must share: sampling settings and a length class (up to 128 new tokens,
-    then powers of two), so a short reply never waits for a 1,200-token one. Stop strings may differ."""
+def _batch_key(gen: tuple) -> tuple:
+    """What rows of one batch must share: sampling settings, stop strings, and a length class
+    (max_new_tokens rounded up to a power of two), so a short reply never waits for a long one."""
     g = dict(gen)
-    return g["temperature"], g["top_p"], g["seed"], max(128, 1 << (g["max_new_tokens"] - 1).bit_length())
+    return g["temperature"], g["top_p"], g["seed"], g["stop"], 1 << (g["max_new_tokens"] - 1).bit_length()
 
 
 class _Request:
@@ -262,11 +262,11 @@ class _Engine:
         return new
 
     def _pick(self, pending: list[_Request]) -> list[_Request]:
-        """The oldest request and up to ``max_batch - 1`` others with its sampling settings, chosen
+        """The oldest request and up to ``max_batch - 1`` others with its batch key, chosen
         for the narrowest spread of prompt lengths (least padding). The oldest is always served,
         so nothing starves."""
         oldest, n = pending[0], self.max_batch
-        group = sorted((r for r in pending if _sampling(r.gen) == _sampling(oldest.gen)), key=lambda r: len(r.ids))
+        group = sorted((r for r in pending if _batch_key(r.gen) == _batch_key(oldest.gen)), key=lambda r: len(r.ids))
         if len(group) <= n:
             return group
         i = group.index(oldest)
@@ -281,9 +281,7 @@ class _Engine:
             batch = self._pick(pending)
             pending = [r for r in pending if r not in batch]
             gens = [dict(r.gen) for r in batch]
-            stops = {g["stop"] for g in gens}
-            merged = {**gens[0], "max_new_tokens": max(g["max_new_tokens"] for g in gens),
-                      "stop": gens[0]["stop"] if len(stops) == 1 else ()}  # mixed stops: cut in finish()
+            merged = {**gens[0], "max_new_tokens": max(g["max_new_tokens"] for g in gens)}
             try:
                 outputs = self.generate([r.ids for r in batch], merged)
                 for request, gen, tokens in zip(batch, gens, outputs):

@@ -106,9 +106,9 @@ def test_concurrent_calls_are_batched_and_match_unbatched(smol):
 
 
 @pytest.mark.slow
-def test_mixed_lengths_and_stops_share_one_batch(smol):
-    calls = [(QUESTION, {"max_new_tokens": 3}), (QUESTION, {"stop": ["Paris"]}),
-             ([{"role": "user", "content": "What is 12 plus 7?"}], {"max_new_tokens": 20, "stop": ["\n"]})]
+def test_mixed_lengths_share_one_batch(smol):
+    calls = [(QUESTION, {"max_new_tokens": 20, "stop": ["\n"]}), (QUESTION, {"max_new_tokens": 17, "stop": ["\n"]}),
+             ([{"role": "user", "content": "What is 12 plus 7?"}], {"max_new_tokens": 32, "stop": ["\n"]})]
     alone = [smol.chat(m, **p) for m, p in calls]
     smol.engine.batches.clear()
     together = [None] * len(calls)
@@ -143,6 +143,9 @@ def test_pick_serves_the_oldest_with_its_nearest_lengths():
     short, long, other = _req(40), _req(40), _req(41)
     long.gen = (("max_new_tokens", 1200),) + long.gen[1:]
     assert hf._Engine._pick(engine, [short, long, other]) == [short, other]   # a 1,200-token reply waits apart
+    stopped = _req(40)
+    stopped.gen = stopped.gen[:3] + (("stop", ("\nObservation",)),) + stopped.gen[4:]
+    assert hf._Engine._pick(engine, [short, stopped, other]) == [short, other]  # so does one with a stop string
 
 
 @pytest.mark.slow
