@@ -17,7 +17,8 @@ settings and stop strings and a similar ``max_new_tokens`` (the same power of tw
 to its own length afterwards) share ONE left-padded ``generate`` of up to ``max_batch`` rows; of
 the waiting requests it takes the oldest plus those closest to it in prompt length, so little
 compute goes into padding. A batch decodes until its last row stops, which is why replies of very
-different lengths or stop strings are not mixed. Episodes running in threads thus share forward passes. A single caller never waits.
+different lengths or stop strings are not mixed. Episodes running in threads thus share forward
+passes. A single caller never waits.
 ``score`` calls are not merged across threads: each is its own batched pass over its candidates.
 Greedy decoding is the default; batched greedy text equals unbatched greedy text up to float
 rounding (left padding changes matmul shapes; see tests/llm/test_hf.py for what is checked).
