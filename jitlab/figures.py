@@ -51,13 +51,14 @@ _INDEX = "figures.json"
 
 # -- data ---------------------------------------------------------------------------------------
 def expand_runs(paths) -> list[Path]:
-    """Run directories named by ``paths``: a run directory itself, or a folder whose subfolders are runs."""
+    """Run directories named by ``paths``: a run directory itself, or a folder with runs anywhere beneath
+    it (``runs/`` holding ``<suite>/<harness>-<backbone>/`` and ``<suite>/jit-.../<mode>/``)."""
     from jitlab.store import DB_NAME
     found: list[Path] = []
     for p in [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]:
         if (p / DB_NAME).exists():
             found.append(p)
-        elif p.is_dir() and (subs := sorted(d for d in p.iterdir() if (d / DB_NAME).exists())):
+        elif p.is_dir() and (subs := sorted(db.parent for db in p.rglob(DB_NAME))):
             found.extend(subs)
         else:
             raise ConfigError(f"{p} is neither a run directory (no {DB_NAME}) nor a folder of run directories; "
@@ -278,10 +279,10 @@ def fig_stream(df, window: int = 5, title: str | None = None):
                                  color=color, dash=mode, width=2))
     head = f"{title}: " if title else ""
     layout = (_panel_opts(hv.Overlay(acc), f"{head}cumulative accuracy", "task in stream", "cumulative accuracy")
-              + _panel_opts(hv.Overlay(cost), f"{head}cost per task (±std, {window}-task window)",
-                            "task in stream", "cost per task ($)", legend=False)
-              + _panel_opts(hv.Overlay(calls), f"{head}tool calls per task (±std, {window}-task window)",
-                            "task in stream", "tool calls", legend=False))
+              + _panel_opts(hv.Overlay(cost), f"{head}cost per task", "task in stream",
+                            f"$ per task ({window}-task mean ± std)", legend=False)
+              + _panel_opts(hv.Overlay(calls), f"{head}tool calls per task", "task in stream",
+                            f"tool calls ({window}-task mean ± std)", legend=False))
     return layout.cols(3)
 
 
