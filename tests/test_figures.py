@@ -43,6 +43,15 @@ def test_collect_is_tidy(runs):
         F.collect([runs / "nope"])
 
 
+def test_expand_runs_finds_nested_run_directories(tmp_path):
+    for rel in ("tw/react-embedded", "tw/jit-compose-embedded/static", "tw/jit-compose-embedded/streaming"):
+        (tmp_path / rel).mkdir(parents=True)
+        (tmp_path / rel / "run.sqlite").touch()
+    found = [p.relative_to(tmp_path).as_posix() for p in F.expand_runs(tmp_path)]
+    assert found == ["tw/jit-compose-embedded/static", "tw/jit-compose-embedded/streaming", "tw/react-embedded"]
+    assert F.expand_runs(tmp_path / "tw" / "react-embedded") == [tmp_path / "tw" / "react-embedded"]
+
+
 def test_stream_curves_numbers(runs):
     df = F.collect([runs / "streaming"])
     c = F.stream_curves(df, window=3)
