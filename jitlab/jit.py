@@ -290,7 +290,7 @@ class _JIT:
     # -- one task -----------------------------------------------------------------------------------
     def _choose(self, task, refs, meter: _Meter, stream_index: int) -> _Chosen:
         from jitlab.generate import get_generator, rank
-        from jitlab.repair import dev_task_for, validate_and_repair, validate_files
+        from jitlab.repair import dev_task_for, unwritten, validate_and_repair, validate_files
         cfg, public = self.cfg, task.public()
         gen_kwargs = {"strategy": cfg.compose_strategy, "seed": cfg.seed} if cfg.generator == "compose" else {}
         generator = get_generator(cfg.generator, None, **gen_kwargs)
@@ -312,10 +312,9 @@ class _JIT:
         order, sel_info = rank(cands, cfg.selector, public, meter.handle("select", "judge"), generator, refs) \
             if cands else ([], {"selector": cfg.selector})
         with ThreadPoolExecutor(max(1, min(len(cands), 4))) as pool:
-            checks = list(pool.map(lambda c: validate_files(c.files, dev, self.suite,
-                                                            meter.handle("select", "exec", Budget(
-                                                                max_tokens=self.repair_cfg.smoke_max_tokens)),
-                                                            self.repair_cfg, workdir), cands))
+            checks = list(pool.map(lambda c: unwritten(c) or validate_files(
+                c.files, dev, self.suite, meter.handle("select", "exec", Budget(max_tokens=self.repair_cfg.smoke_max_tokens)),
+                self.repair_cfg, workdir), cands))
         valid = [i for i in range(len(cands)) if checks[i].ok]
         info = {"selector": sel_info, "candidates": [
             {"sha": c.sha, "name": c.name, "strategy": c.meta.get("strategy"), "note": c.meta.get("note", ""),

@@ -222,6 +222,19 @@ class RepairLog:
             return fh.read(1) == b"\n"
 
 
+def unwritten(candidate) -> Validation | None:
+    """A parse_error for a code candidate the model wrote none of (its reply held no file block, so
+    every file is a copy of the nearest reference): that is not a generated harness, so it goes to
+    repair, not to validation. None for any other candidate."""
+    meta = getattr(candidate, "meta", None) or {}
+    if meta.get("parsed_files") == [] and not meta.get("repair_parsed_files"):
+        return Validation(False, "parse", candidate.sha, {
+            "kind": "parse_error", "file": None, "line": None, "phase": "generate",
+            "message": "the reply held no <file name=...> block, so no file was written; write each file as "
+                       "<file name=\"action.py\">...</file>"})
+    return None
+
+
 def validate_and_repair(candidate, generator, task: dict, dev_task, suite, new_llm, config: RepairConfig,
                         workdir: str | Path, log: RepairLog | None = None, first: Validation | None = None,
                         context: dict | None = None) -> RepairOutcome:
@@ -229,7 +242,8 @@ def validate_and_repair(candidate, generator, task: dict, dev_task, suite, new_l
     ``config.max_rounds`` rounds. ``new_llm(phase)`` returns a fresh backbone handle for a phase
     ("select" for the first validation, "repair" afterwards). ``context`` is added to each logged
     transition (e.g. run dir, stream index)."""
-    validation = first or validate_files(candidate.files, dev_task, suite, new_llm("select"), config, workdir)
+    validation = first or unwritten(candidate) or validate_files(candidate.files, dev_task, suite, new_llm("select"),
+                                                                 config, workdir)
     rounds, transitions = 0, []
     while not validation.ok and rounds < config.max_rounds:
         rounds += 1
@@ -244,7 +258,7 @@ def validate_and_repair(candidate, generator, task: dict, dev_task, suite, new_l
         if fixed.sha == candidate.sha:
             after, outcome = validation, "unchanged"
         else:
-            after = validate_files(fixed.files, dev_task, suite, new_llm("repair"), config, workdir)
+            after = unwritten(fixed) or validate_files(fixed.files, dev_task, suite, new_llm("repair"), config, workdir)
             outcome = "fixed" if after.ok else "still_broken"
         record = _transition(candidate, fixed, validation, after, rounds, outcome, task, context)
         transitions.append(record)

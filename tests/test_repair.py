@@ -127,6 +127,23 @@ def test_gives_up_cleanly_after_two_rounds(toy, config, tmp_path):
     assert [r["outcome"] for r in log.read()] == ["still_broken", "still_broken"]
 
 
+def test_a_reply_without_file_blocks_is_a_parse_error_not_a_copied_reference(toy, config, tmp_path):
+    from jitlab.generate import Reference
+    from jitlab.harness import harness_sha
+    suite, task, dev = toy
+    files = read_files(seed_bank_dir() / "react")
+    ref = Reference(harness_sha(files), "react", "ReAct", files)
+    gen = get_generator("code:scripted:reply:I would use a ReAct loop.")
+    backbone = get_scripted("reply:I would use a ReAct loop.")
+    cand = gen.generate(task.public(), [ref], _new_llm(backbone)("generate"))
+    assert cand.meta["parsed_files"] == [] and len(cand.meta["fallback_files"]) == 6
+    log = RepairLog(tmp_path / "repairs.jsonl")
+    out = validate_and_repair(cand, gen, task.public(), dev, suite, _new_llm(backbone), config, tmp_path / "c", log)
+    assert not out.ok and out.rounds == 2 and out.validation.diagnostic["kind"] == "parse_error"
+    assert [r["outcome"] for r in log.read()] == ["unchanged", "unchanged"]
+    assert "no <file name=...> block" in log.read()[0]["diagnostic"]["message"]
+
+
 def test_compose_repair_repicks_the_failing_module(toy, config, tmp_path):
     suite, task, dev = toy
     backbone = get_scripted("pick-first")
