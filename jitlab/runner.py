@@ -14,6 +14,7 @@ Trusted seed harnesses run in-process; any other harness folder runs in the sand
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -61,6 +62,9 @@ def default_out(cfg: RunConfig) -> Path:
     return Path("runs") / slug
 
 
+_LOAD_LOCK = threading.RLock()
+
+
 class LazyBackbone:
     """Builds the real backbone on first use, so oracle/random runs never load a model.
     ``id`` is the configured name, which keys the replay cache."""
@@ -73,9 +77,15 @@ class LazyBackbone:
         self._backbone = None
 
     def get(self):
-        if self._backbone is None:
-            from jitlab.llm.base import get_backbone
-            self._backbone = get_backbone(self.name, **self.options)
+        with _LOAD_LOCK:  # one load at a time: concurrent first imports of transformers can fail
+            if self._backbone is None:
+                from jitlab.llm.base import get_backbone
+                try:
+                    self._backbone = get_backbone(self.name, **self.options)
+                except (ConfigError, InfraError):
+                    raise
+                except Exception as exc:  # a backbone that fails to load is infrastructure, not the harness
+                    raise InfraError(f"backbone {self.name} failed to load: {type(exc).__name__}: {exc}") from exc
         return self._backbone
 
     def chat(self, messages, **params):

@@ -56,6 +56,21 @@ def test_infra_errors_are_retried_not_counted(tmp_path):
     assert summary["n_episodes"] == 0 and summary["n_tasks_unfinished"] == 2
 
 
+def test_a_backbone_that_fails_to_load_is_an_infra_error_and_retried(tmp_path, monkeypatch):
+    import jitlab.llm.base
+    real, failures = jitlab.llm.base.get_backbone, []
+
+    def flaky(name, **options):          # the first load fails the way a racing transformers import did
+        if not failures:
+            failures.append(name)
+            raise ImportError("cannot import name 'AutoModelForCausalLM' from 'transformers'")
+        return real(name, **options)
+    monkeypatch.setattr(jitlab.llm.base, "get_backbone", flaky)
+    eps = load(run(_cfg(tmp_path / "r", limit=1, cache=False)))["episodes"].sort_values("id")
+    assert list(eps["status"]) == ["infra_error", "ok"]
+    assert "failed to load: ImportError" in eps["error"].iloc[0]
+
+
 def test_replay_cache_makes_reruns_exact_and_flags_hits(tmp_path):
     first = load(run(_cfg(tmp_path / "a", limit=2)))
     second = load(run(_cfg(tmp_path / "b", limit=2)))
