@@ -219,6 +219,10 @@ class _JIT:
         b0 = sorted(harness_sha(read_files(seed_bank_dir() / n)) for n in seed_names())
         config = {**cfg.fingerprinted(), "harness": f"jit-{cfg.mode}:{cfg.generator}", "b0": b0}
         self.store = RunStore(self.out, config, new_run=cfg.new_run)
+        if cfg.new_run:  # a new run starts from B0 with an empty repair log; the old ones stay beside it
+            from jitlab.store import set_aside
+            set_aside(self.out / "bank.sqlite")
+            set_aside(self.out / "repairs.jsonl")
         self.bank = Bank.create(self.out / "bank.sqlite", seeds=True,
                                 config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric))
         self.run_key = str(self.out.resolve())

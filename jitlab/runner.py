@@ -88,6 +88,11 @@ class LazyBackbone:
                     raise InfraError(f"backbone {self.name} failed to load: {type(exc).__name__}: {exc}") from exc
         return self._backbone
 
+    @property
+    def price(self):
+        """The loaded backbone's price (None if it has none), for calls it does not price itself (score)."""
+        return getattr(self.get(), "price", None)
+
     def chat(self, messages, **params):
         return self.get().chat(messages, **params)
 

@@ -76,10 +76,12 @@ class LLMHandle:
         if cached is None and self.cache:
             self.cache.put(key, scores, kind="score")
         if self.on_call:
-            # a scoring pass reads the prompt once per candidate; record it as prompt tokens, no completion
+            # a scoring pass reads the prompt and the candidates: prompt tokens (estimated by words), no completion,
+            # priced like any prompt tokens of this backbone
             tokens = sum(len(c.split()) for c in candidates) + sum(len(m["content"].split()) for m in messages)
-            self._account(Completion(text="", prompt_tokens=tokens, cached=cached is not None), key, messages,
-                          {"score": len(candidates)}, kind="score")
+            price = getattr(self.backbone, "price", None)
+            self._account(Completion(text="", prompt_tokens=tokens, cost=price.cost(tokens, 0) if price else 0.0,
+                                     cached=cached is not None), key, messages, {"score": len(candidates)}, kind="score")
         return scores
 
     def _account(self, completion: Completion, key: str, messages, params, kind: str = "chat") -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError
 
-__all__ = ["DB_NAME", "FINAL", "RETRY", "RunStore", "fingerprint", "load", "summarize"]
+__all__ = ["DB_NAME", "FINAL", "RETRY", "RunStore", "fingerprint", "load", "set_aside", "summarize"]
 
 DB_NAME = "run.sqlite"
 FINAL = ("ok", "budget", "harness_error")
@@ -53,6 +53,19 @@ def fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def set_aside(path: str | Path) -> Path | None:
+    """Rename ``dir/name.ext`` (and its SQLite -wal/-shm files) to ``dir/name.<timestamp>.ext`` so a new
+    run starts empty and the old records stay beside it. Returns the new path, None if nothing was there."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    target = path.with_name(f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{path}{suffix}").exists():
+            os.replace(f"{path}{suffix}", f"{target}{suffix}")
+    return target
+
+
 class RunStore:
     """The single writer of one run directory. Thread-safe (one connection behind a lock)."""
 
@@ -60,11 +73,8 @@ class RunStore:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / DB_NAME
-        if new_run and path.exists():
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            for suffix in ("", "-wal", "-shm"):
-                if Path(f"{path}{suffix}").exists():
-                    os.replace(f"{path}{suffix}", self.dir / f"run.{stamp}.sqlite{suffix}")
+        if new_run:
+            set_aside(path)
         self._lock = threading.RLock()
         self.db = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")

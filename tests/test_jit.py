@@ -68,6 +68,15 @@ def test_static_tasks_at_once_record_the_same_as_one_by_one(tmp_path):
     assert key(many).equals(key(one))
 
 
+def test_new_run_starts_streaming_from_b0_and_keeps_the_old_bank(tmp_path):
+    out = run_jit(_cfg(tmp_path / "r", mode="streaming", limit=2))
+    grown = len(Bank(out / "bank.sqlite"))
+    assert grown > 13
+    run_jit(_cfg(tmp_path / "r", mode="streaming", limit=2, new_run=True))
+    assert _extras(load(out))[0]["bank_size_before"] == 13
+    assert [len(Bank(b)) for b in out.glob("bank.*.sqlite")] == [grown]
+
+
 def test_streaming_refuses_concurrency(tmp_path):
     with pytest.raises(ConfigError, match="streaming solves its tasks in order"):
         run_jit(_cfg(tmp_path / "x", mode="streaming", concurrency=2))

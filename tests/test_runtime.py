@@ -106,3 +106,19 @@ def test_an_environment_crash_is_an_infra_error_not_the_harness():
     llm = LLMHandle(get_scripted("look"))
     result = run_episode(env, HarnessAgent(load_harness("react"), llm), llm, Budget())
     assert result.status == "infra_error" and "game engine died" in result.error
+
+
+def test_score_calls_are_counted_and_priced():
+    from jitlab.llm.pricing import Price
+
+    class Scorer:  # a test double with a price, like a real backbone
+        id, price = "double:scorer", Price(input_per_mtok=2.0, output_per_mtok=4.0)
+
+        def score(self, messages, candidates):
+            return [-float(len(c)) for c in candidates]
+
+    calls = []
+    llm = LLMHandle(Scorer(), on_call=calls.append)
+    assert llm.score([{"role": "user", "content": "pick one of these"}], ["go east", "eat"]) == [-7.0, -3.0]
+    assert calls[0]["kind"] == "score" and calls[0]["prompt_tokens"] == 7 and calls[0]["completion_tokens"] == 0
+    assert calls[0]["cost"] == pytest.approx(7 * 2.0 / 1e6) == llm.cost
