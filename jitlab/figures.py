@@ -327,7 +327,7 @@ def fig_pareto(df, title: str | None = None):
     overlay = hv.Overlay([shade, step, *dots, labels])
     overlay = _panel_opts(overlay, f"{title + ': ' if title else ''}cost vs score ({len(p)} pairings, "
                           f"{len(front)} on the Pareto frontier)", "cost per case ($)", "score (success rate)")
-    ytop = max(1e-9, float(p["score"].max())) * 1.15   # room above the best point for its label
+    ytop = max(0.1, float(p["score"].max()) * 1.15)   # room above the best point for its label
     return overlay.opts(backend="bokeh", width=900, height=460, legend_position="right", xformatter="%.1e") \
                   .opts(backend="matplotlib", fig_size=180, aspect=1.4, legend_position="right") \
                   .redim.range(cost_per_case=(0, xmax), score=(0, ytop))
