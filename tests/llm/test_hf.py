@@ -78,6 +78,23 @@ def test_max_new_tokens_and_stop(smol):
     assert 0 < cut.completion_tokens < smol.chat(QUESTION).completion_tokens
 
 
+def _at_once(smol, calls):
+    """chat(messages, **params) for each call, all from their own threads released together."""
+    out = [None] * len(calls)
+    barrier = threading.Barrier(len(calls))
+
+    def call(i):
+        barrier.wait()
+        out[i] = smol.chat(calls[i][0], **calls[i][1])
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
 @pytest.mark.slow
 def test_concurrent_calls_are_batched_and_match_unbatched(smol):
     prompts = ["What is the capital of France?", "Write a haiku about the sea.",
@@ -86,18 +103,7 @@ def test_concurrent_calls_are_batched_and_match_unbatched(smol):
     messages = [[{"role": "user", "content": p}] for p in prompts]
     alone = [smol.chat(m) for m in messages]
     smol.engine.batches.clear()
-    together = [None] * len(messages)
-    barrier = threading.Barrier(len(messages))
-
-    def call(i):
-        barrier.wait()
-        together[i] = smol.chat(messages[i])
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(messages))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    together = _at_once(smol, [(m, {}) for m in messages])
     assert max(smol.engine.batches) > 1, smol.engine.batches
     assert sum(smol.engine.batches) == len(messages)
     assert [c.text for c in together] == [c.text for c in alone]
@@ -111,18 +117,7 @@ def test_mixed_lengths_share_one_batch(smol):
              ([{"role": "user", "content": "What is 12 plus 7?"}], {"max_new_tokens": 32, "stop": ["\n"]})]
     alone = [smol.chat(m, **p) for m, p in calls]
     smol.engine.batches.clear()
-    together = [None] * len(calls)
-    barrier = threading.Barrier(len(calls))
-
-    def call(i):
-        barrier.wait()
-        together[i] = smol.chat(calls[i][0], **calls[i][1])
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    together = _at_once(smol, calls)
     assert max(smol.engine.batches) > 1, smol.engine.batches
     assert [(c.text, c.completion_tokens) for c in together] == [(c.text, c.completion_tokens) for c in alone]
 
