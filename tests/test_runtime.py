@@ -4,7 +4,6 @@ import pytest
 from jitlab.envs.toy import ToySuite
 from jitlab.harness import load_harness
 from jitlab.llm.scripted import ScriptedBackbone, get_scripted
-from jitlab.protocol import Decision
 from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
 
 

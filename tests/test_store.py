@@ -1,6 +1,5 @@
 """Run records: resume, SIGKILL safety, config drift, infra retries, DataFrame export."""
 import json
-import os
 import signal
 import sqlite3
 import subprocess
