@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
+import threading
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,9 +115,16 @@ def _load_yaml(folder: Path, name: str) -> dict:
     return data
 
 
+_LOAD_LOCK = threading.Lock()
+
+
 def load_harness(name_or_path: str | Path) -> Harness:
     """Import a harness folder and check each file defines its class with the required methods."""
-    folder = resolve(name_or_path)
+    with _LOAD_LOCK:  # another thread would see a module in sys.modules before its code has run
+        return _load(resolve(name_or_path))
+
+
+def _load(folder: Path) -> Harness:
     files = read_files(folder)
     sha = harness_sha(files)
     package = f"_jitlab_harness_{sha[:16]}"

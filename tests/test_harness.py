@@ -1,5 +1,6 @@
 """Loading harness folders: clear errors that name the file and what is missing."""
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -56,3 +57,12 @@ def test_sha_changes_with_content(react_copy):
     before = harness_sha(read_files(react_copy))
     (react_copy / "prompt.yaml").write_text((react_copy / "prompt.yaml").read_text() + "\n# edit\n")
     assert harness_sha(read_files(react_copy)) != before
+
+
+def test_threads_loading_one_folder_get_whole_modules(react_copy):
+    # a slow import: without the loader's lock a second thread finds memory.py half run (no class yet)
+    memory = react_copy / "memory.py"
+    memory.write_text("import time\ntime.sleep(0.3)\n" + memory.read_text())
+    with ThreadPoolExecutor(4) as pool:
+        loaded = list(pool.map(load_harness, [react_copy] * 4))
+    assert {h.classes["memory"].__name__ for h in loaded} == {"Memory"}
