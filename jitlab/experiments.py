@@ -21,15 +21,17 @@ directories feed ``jitlab figures`` and the dashboards. Relative ``out_root`` pa
 the repository root (:func:`repo_path`), so a notebook writes to the same place whether its kernel
 starts in the repo or in ``notebooks/`` (JupyterLab, ``jitlab batch``).
 
-Caveats: grid runs execute one after another unless ``workers`` > 1; a configuration error
-(unknown suite, harness or backbone) raises before anything runs. Anatomy of a harness that is not
+Caveats: grid runs execute one after another unless ``workers`` > 1. A cell that cannot start (unknown
+suite, harness or backbone) raises; with ``workers`` > 1 it is logged when it fails,
+the other cells finish, and then its error is raised. Anatomy of a harness that is not
 a seed imports its code in this process, so :func:`harness_anatomies` skips those unless
 ``trust_code=True``.
 """
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+import logging
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from jitlab.tables import markdown_table
@@ -38,6 +40,8 @@ __all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "SUMMARY_COLUMNS", "backbo
            "diagnostics", "grid_table", "harness_anatomies", "harness_diff", "jit_summaries", "jit_tasks",
            "notebook_command", "open_run", "register_figure", "repo_path", "run_grid", "run_jit_modes",
            "run_slug", "save_figure", "seed_harnesses", "trajectory"]
+
+log = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = ["suite", "harness", "backbone", "run_dir", "n_episodes", "success_rate", "mean_reward",
                    "tokens_per_task", "cost_per_task", "tool_calls_per_task", "llm_calls_per_task",
@@ -99,7 +103,11 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
 
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
-            rows = list(pool.map(one, combos))
+            futures = {pool.submit(one, c): c for c in combos}
+            for future in as_completed(futures):  # say so when a cell fails; the other cells run on
+                if future.exception() is not None:
+                    log.error("grid cell %s failed: %r", " · ".join(map(str, futures[future])), future.exception())
+        rows = [future.result() for future in futures]  # raises the first failed cell's error
     else:
         rows = [one(c) for c in combos]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

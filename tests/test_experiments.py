@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from jitlab import experiments as X
-from jitlab.errors import ConfigError
+from jitlab.errors import ConfigError, UnknownName
 
 
 def test_seed_harnesses_excludes_baselines():
@@ -40,6 +40,14 @@ def test_run_grid_workers_give_the_same_rows(grid, tmp_path):
     both = X.run_grid("toy", ["react", "random"], ["scripted:pick-first"], limit=2, out_root=tmp_path / "w", workers=2)
     cols = ["harness", "n_episodes", "success_rate", "tokens_per_task", "tool_calls_per_task"]
     pd.testing.assert_frame_equal(grid[cols], both[cols])
+
+
+def test_run_grid_workers_finish_the_other_cells_then_raise(tmp_path, caplog):
+    with pytest.raises(UnknownName, match="no_such_harness"):
+        X.run_grid("toy", ["no_such_harness", "react"], ["scripted:pick-first"], limit=2, out_root=tmp_path / "g",
+                   workers=2)
+    assert "grid cell toy · no_such_harness · scripted:pick-first failed" in caplog.text
+    assert (tmp_path / "g" / "toy" / "react-scripted_pick-first" / "summary.json").exists()
 
 
 def test_grid_table_and_best_per_suite():
