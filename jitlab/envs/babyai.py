@@ -16,18 +16,19 @@ environment state and exists only to check that the env and the scorer agree.
 
 Caveats: the reset ``seed`` argument is ignored: the task's own seed fixes the episode, so a
 task is the same episode every time. minigrid prints "Sampling rejected" while generating some
-levels; that output is swallowed.
+levels; that output is dropped, for the thread resetting the level only (:func:`quiet`).
 """
 from __future__ import annotations
 
 import contextlib
-import io
+import sys
+import threading
 from dataclasses import dataclass, field
 
 from jitlab.envs.base import Score, TaskSpec, check_choice
 from jitlab.protocol import Capability, Decision, Observation
 
-__all__ = ["ACT", "COMMANDS", "LEVELS", "BabyAIConfig", "BabyAIEnv", "BabyAIOracle", "BabyAISuite", "render"]
+__all__ = ["ACT", "COMMANDS", "LEVELS", "BabyAIConfig", "BabyAIEnv", "BabyAIOracle", "BabyAISuite", "quiet", "render"]
 
 COMMANDS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle", "done"]
 _ALIASES = {"left": "turn left", "right": "turn right", "forward": "go forward", "move forward": "go forward",
@@ -113,13 +114,42 @@ class BabyAISuite:
 
 
 _MISSIONS: dict[tuple[str, int], str] = {}
+_QUIET = threading.local()
+_WRAP_LOCK = threading.Lock()
+
+
+class _ThreadQuietStdout:
+    """``sys.stdout`` that drops what threads inside :func:`quiet` write and passes everything else on."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def write(self, text: str) -> int:
+        return len(text) if getattr(_QUIET, "on", False) else self.out.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.out, name)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Drop this thread's prints (minigrid's "Sampling rejected"). contextlib.redirect_stdout swaps
+    sys.stdout for the whole process, so grid threads resetting levels at once left it on a StringIO."""
+    with _WRAP_LOCK:
+        if not isinstance(sys.stdout, _ThreadQuietStdout):
+            sys.stdout = _ThreadQuietStdout(sys.stdout)
+    _QUIET.on = True
+    try:
+        yield
+    finally:
+        _QUIET.on = False
 
 
 def _mission(spec: TaskSpec) -> str:
     key = (spec.data["level"], spec.data["seed"])
     if key not in _MISSIONS:
         gym_env = _make_gym(key[0])
-        with contextlib.redirect_stdout(io.StringIO()):
+        with quiet():
             obs, _ = gym_env.reset(seed=key[1])
         _MISSIONS[key] = obs["mission"]
         gym_env.close()
@@ -207,7 +237,7 @@ class BabyAIEnv:
                            info={"steps": self.steps})
 
     def reset(self, seed: int = 0) -> Observation:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with quiet():
             obs, _ = self.gym.reset(seed=self.spec.data["seed"])
         self.steps, self.total_reward, self.finished = 0, 0.0, False
         self._mission = obs["mission"]

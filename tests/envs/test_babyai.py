@@ -3,10 +3,12 @@ The default tests play a handful of episodes (well under a second each); the slo
 oracle on every dev and test task."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
-from jitlab.envs.babyai import COMMANDS, LEVELS, BabyAIConfig, BabyAISuite, render
+from jitlab.envs.babyai import COMMANDS, LEVELS, BabyAIConfig, BabyAISuite, quiet, render
 from jitlab.envs.base import get_suite
 from jitlab.errors import UnknownName
 from jitlab.runtime import Budget, LLMHandle, run_episode
@@ -109,3 +111,27 @@ def test_oracle_solves_at_least_95_percent(suite, split):
         wins += run_episode(env, suite.oracle(env), LLMHandle(None), Budget()).success
         env.close()
     assert wins / len(specs) >= 0.95
+
+
+def test_quiet_drops_only_its_own_threads_prints(capsys):
+    # two threads inside quiet() at once, leaving in the wrong order: redirect_stdout left sys.stdout on a StringIO
+    entered, leave_first = threading.Barrier(3), threading.Event()
+
+    def silent(first: bool):
+        with quiet():
+            entered.wait()
+            print("dropped")
+            if not first:
+                leave_first.wait()
+        if first:
+            leave_first.set()
+
+    threads = [threading.Thread(target=silent, args=(first,)) for first in (True, False)]
+    for t in threads:
+        t.start()
+    entered.wait()
+    print("kept while they are quiet")
+    for t in threads:
+        t.join()
+    print("kept after")
+    assert capsys.readouterr().out == "kept while they are quiet\nkept after\n"
