@@ -43,8 +43,9 @@ EXTRA_COLUMNS = ["stream_index", "generator", "gen_tokens", "select_tokens", "re
                  "harness_dir", "references", "nearest_reference", "bank_size_before", "bank_size_after",
                  "frontier"]
 JIT_MODES = ("static", "streaming")
+# 16 colours, so the 13 seeds (plus JIT) each get their own before the cycle repeats
 _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
-            "#7f7f7f", "#bcbd22"]
+            "#7f7f7f", "#bcbd22", "#393b79", "#ff9896", "#98df8a", "#c5b0d5", "#ffbb78", "#637939"]
 _DASH = {"static": ("dashed", "--"), "streaming": ("solid", "-"), "fixed": ("dotted", ":")}
 _INDEX = "figures.json"
 

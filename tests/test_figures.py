@@ -79,6 +79,11 @@ def test_pareto_frontier_and_gain():
         [["m", "jit-streaming", 0.5, 1.0, 0.5]]                  # backbone n has no JIT run: left out
 
 
+def test_thirteen_seeds_and_jit_get_distinct_colours():
+    methods = [f"seed{i}" for i in range(13)] + ["jit-static", "jit-streaming"]
+    assert len(set(F._colors(methods).values())) == len(methods)
+
+
 def test_make_figures_writes_files_and_readme(runs, tmp_path):
     out = tmp_path / "figs"
     from jitlab.cli_viz import add_viz_commands
