@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-__all__ = ["backbone_options", "build_parser", "main"]
+__all__ = ["add_spend_arguments", "backbone_options", "build_parser", "main"]
 
 
 def backbone_options(args) -> dict:
@@ -30,19 +30,52 @@ def backbone_options(args) -> dict:
     return out
 
 
+def add_spend_arguments(p) -> None:
+    """``--max-cost`` and ``--max-tokens-total``: run-level caps (run, jit, batch)."""
+    p.add_argument("--max-cost", type=float, metavar="USD",
+                   help="stop starting episodes once the run's real backbone spend reaches USD; rerun with more to resume")
+    p.add_argument("--max-tokens-total", type=int, metavar="N", help="the same cap on backbone tokens")
+
+
 def cmd_run(args) -> int:
-    from jitlab.runner import RunConfig, run
+    from pathlib import Path
+
+    from jitlab.runner import RunConfig, default_out, run
     from jitlab.store import summarize
     options = backbone_options(args)
     cfg = RunConfig(suite=args.suite, harness=args.harness, backbone=args.backbone, backbone_options=options,
                     split=args.split, family=args.family, limit=args.limit, seed=args.seed,
                     max_steps=args.max_steps, max_tokens=args.max_tokens, max_wall_s=args.max_wall_s,
                     isolation=args.isolation, allow_unisolated=args.allow_unisolated, cache=not args.no_cache,
-                    out=args.out, concurrency=args.concurrency, new_run=args.new_run)
+                    out=args.out, concurrency=args.concurrency, new_run=args.new_run, max_cost=args.max_cost,
+                    max_tokens_total=args.max_tokens_total)
     print(f"jitlab run: {cfg.harness} on {cfg.suite}/{cfg.split} with {cfg.backbone}", flush=True)
-    out = run(cfg)
-    _print_summary(summarize(out), out)
-    return 0
+    from jitlab.runtime import SpendCapReached
+    try:
+        out = run(cfg)
+    except SpendCapReached:
+        if (out := Path(cfg.out) if cfg.out else default_out(cfg)).is_dir():
+            _print_summary(summarize(out), out)
+        raise
+    summary = summarize(out)
+    _print_summary(summary, out)
+    return _unfinished(summary, out)
+
+
+def _unfinished(summary: dict, out) -> int:
+    """1 (and why, on stderr) when some task has no finished episode after the retries, e.g. every attempt
+    was an infra_error; else 0."""
+    if not summary["n_tasks_unfinished"]:
+        return 0
+    from jitlab.store import FINAL, load
+    eps = load(out)["episodes"]
+    last = eps[~eps["status"].isin(FINAL)].sort_values("id").groupby("task_id").tail(1)
+    counts = ", ".join(f"{n} {k}" for k, n in last["status"].value_counts().items())
+    error = str(last["error"].iloc[-1] or "")[:300] if len(last) else ""
+    print(f"jitlab: error: {summary['n_tasks_unfinished']} task(s) have no finished episode ({counts}); last error: "
+          f"{error or '(none)'}. Fix the cause and rerun the same command: finished episodes are kept, these are "
+          "retried.", file=sys.stderr)
+    return 1
 
 
 def _print_summary(s: dict, out) -> None:
@@ -122,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--out")
     p.add_argument("--new-run", action="store_true", help="start over even if the config changed")
+    add_spend_arguments(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="summary table of one or more run directories")

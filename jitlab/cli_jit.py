@@ -14,7 +14,7 @@ __all__ = ["add_jit_commands", "cmd_jit"]
 
 
 def cmd_jit(args) -> int:
-    from jitlab.cli import backbone_options
+    from jitlab.cli import _unfinished, backbone_options
     from jitlab.jit import JITConfig, run_jit
     options = backbone_options(args)
     cfg = JITConfig(suite=args.suite, mode=args.mode, generator=args.generator, backbone=args.backbone,
@@ -25,7 +25,8 @@ def cmd_jit(args) -> int:
                     avoid_retries=args.avoid_retries, avoid_after=args.avoid_after,
                     max_steps=args.max_steps, max_tokens=args.max_tokens, max_wall_s=args.max_wall_s,
                     retrieval=args.retrieval, allow_unisolated=args.allow_unisolated, cache=not args.no_cache,
-                    out=args.out, concurrency=args.concurrency, new_run=args.new_run, quiet=args.quiet)
+                    out=args.out, concurrency=args.concurrency, new_run=args.new_run, quiet=args.quiet,
+                    max_cost=args.max_cost, max_tokens_total=args.max_tokens_total)
     print(f"jitlab jit: {cfg.mode} {cfg.generator} on {cfg.suite}/{cfg.split} with {cfg.backbone} "
           f"({cfg.candidates()} candidate(s) per task)", flush=True)
     out = run_jit(cfg)
@@ -37,7 +38,7 @@ def cmd_jit(args) -> int:
           f"  valid first try {s['valid_candidates']}/{s['candidates']}  repair rounds used "
           f"{s['repair_rounds_used']}  fallbacks {s['fallback_rate']:.2f}  bank {s['bank_size_before']} -> "
           f"{s['bank_size_after']}", flush=True)
-    return 0
+    return _unfinished(s, out)
 
 
 def add_jit_commands(subparsers) -> None:
@@ -77,4 +78,6 @@ def add_jit_commands(subparsers) -> None:
     p.add_argument("--out")
     p.add_argument("--new-run", action="store_true", help="start over even if the config changed")
     p.add_argument("--quiet", action="store_true")
+    from jitlab.cli import add_spend_arguments
+    add_spend_arguments(p)
     p.set_defaults(func=cmd_jit)

@@ -46,14 +46,16 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
-from jitlab.runtime import Budget, EpisodeResult, LLMHandle, run_episode
+from jitlab.fields import SEED_MAX, check_fields
+from jitlab.runtime import Budget, EpisodeResult, LLMHandle, RunSpend, SpendCapReached, run_episode
 from jitlab.store import FINAL, RunStore, load, summarize
 
 __all__ = ["MODES", "PHASES", "JITConfig", "run_jit", "summarize_jit"]
 
 MODES = ("static", "streaming")
 PHASES = ("generate", "select", "repair", "execute")
-_NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency")
+# how fast a run goes or when it stops, not what it computes (a run stopped by its spend cap resumes with more)
+_NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency", "max_cost", "max_tokens_total")
 
 
 @dataclass
@@ -69,36 +71,48 @@ class JITConfig:
                                                                        "(default: --backbone)"})
     split: str = field(default="dev", metadata={"help": "dev or test"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
-    limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (the stream)"})
-    seed: int = field(default=0, metadata={"help": "episode seed (env reset, cache key, generator randomness)"})
+    limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (the stream)", "min": 1})
+    seed: int = field(default=0, metadata={"help": "episode seed (env reset, cache key, generator randomness)",
+                                           "min": 0, "max": SEED_MAX})
     n_candidates: int | None = field(default=None, metadata={"help": "candidates per task (default 4 static, "
-                                                                     "1 streaming)"})
+                                                                     "1 streaming)", "min": 1})
     selector: str = field(default="validity", metadata={"help": "validity | logprob | judge (never benchmark scores)"})
-    k_references: int = field(default=3, metadata={"help": "references retrieved from the bank per task"})
+    k_references: int = field(default=3, metadata={"help": "references retrieved from the bank per task", "min": 1})
     compose_strategy: str = field(default="auto", metadata={"help": "compose strategy (jitlab.generate.compose)"})
-    max_repair_rounds: int = field(default=2, metadata={"help": "repair rounds at most"})
-    smoke_steps: int = field(default=3, metadata={"help": "steps of each validation smoke episode (dev task)"})
+    max_repair_rounds: int = field(default=2, metadata={"help": "repair rounds at most", "min": 0})
+    smoke_steps: int = field(default=3, metadata={"help": "steps of each validation smoke episode (dev task)", "min": 1})
     avoid_retries: int = field(default=3, metadata={"help": "streaming: regenerations of a candidate identical to a "
-                                                            "harness that failed on this family (0: off)"})
+                                                            "harness that failed on this family (0: off)", "min": 0})
     avoid_after: int = field(default=2, metadata={"help": "streaming: tasks a harness must have failed (reward 0 on "
-                                                          "each) before the novelty rule avoids it"})
+                                                          "each) before the novelty rule avoids it", "min": 1})
     on_invalid: str = field(default="fallback", metadata={"help": "no valid candidate after repair: 'fallback' runs "
                                                                   "the nearest reference, 'fail' records a harness_error"})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap of the task episode; default: the task's"})
-    max_tokens: int = field(default=60_000, metadata={"help": "execution tokens per episode"})
-    gen_max_tokens: int = field(default=40_000, metadata={"help": "tokens per generation/repair call set"})
-    max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds per episode"})
+    max_steps: int | None = field(default=None, metadata={"help": "step cap of the task episode; default: the task's",
+                                                          "min": 1})
+    max_tokens: int = field(default=60_000, metadata={"help": "execution tokens per episode", "min": 1})
+    gen_max_tokens: int = field(default=40_000, metadata={"help": "tokens per generation/repair call set", "min": 1})
+    max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     retrieval: str = field(default="auto", metadata={"help": "bank retrieval: auto | embedding | bm25"})
     bank_cost_metric: str = field(default="tokens", metadata={"help": "frontier cost axis: tokens | cost"})
     allow_unisolated: bool = field(default=False, metadata={"help": "run harnesses without bubblewrap when it is "
                                                                     "unavailable (recorded loudly)"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
-    out: str | None = field(default=None, metadata={"help": "run directory (default runs/jit-<suite>-<mode>-<generator>)"})
-    retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation"})
+    out: str | None = field(default=None, metadata={"help": "run directory (default runs/jit-<suite>-<mode>-<generator>)",
+                                                    "nonempty": True})
+    retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation",
+                                              "min": 0})
     concurrency: int = field(default=1, metadata={"help": "static mode: tasks solved at once (a stream is solved "
-                                                          "in order, so streaming needs 1)"})
+                                                          "in order, so streaming needs 1)", "min": 1})
     new_run: bool = field(default=False, metadata={"help": "start over even if the config changed (old records kept)"})
     quiet: bool = field(default=False, metadata={"help": "print nothing per task"})
+    max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend, all "
+                                                                   "phases (cache hits are free); rerun with more to "
+                                                                   "resume", "min": 0})
+    max_tokens_total: int | None = field(default=None, metadata={"help": "run-level cap on backbone tokens, all phases",
+                                                                 "min": 0})
+
+    def __post_init__(self):
+        check_fields(self)
 
     def candidates(self) -> int:
         return self.n_candidates or (4 if self.mode == "static" else 1)
@@ -108,6 +122,7 @@ class JITConfig:
 
     def check(self) -> None:
         from jitlab.generate.select import SELECTORS
+        check_fields(self)
         from jitlab.llm.base import check_name
         if self.mode not in MODES:
             raise ConfigError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
@@ -115,8 +130,6 @@ class JITConfig:
             raise ConfigError(f"--selector must be one of {', '.join(SELECTORS)}, got {self.selector!r}")
         if self.on_invalid not in ("fallback", "fail"):
             raise ConfigError(f"on_invalid must be 'fallback' or 'fail', got {self.on_invalid!r}")
-        if self.candidates() < 1:
-            raise ConfigError("--n-candidates must be at least 1")
         check_name(self.backbone)
         if self.generator.startswith("code:"):
             check_name(self.generator[len("code:"):])
@@ -148,8 +161,9 @@ class _Meter:
     """Hands out one LLMHandle per call set, tagged with its phase; buffers their call records until the
     task's episode row exists (``attach``), then writes straight to the store."""
 
-    def __init__(self, backbones: dict, cache, seed: int, gen_max_tokens: int, smoke_max_tokens: int):
-        self.backbones, self.cache, self.seed = backbones, cache, seed
+    def __init__(self, backbones: dict, cache, seed: int, gen_max_tokens: int, smoke_max_tokens: int,
+                 spend: RunSpend | None = None):
+        self.backbones, self.cache, self.seed, self.spend = backbones, cache, seed, spend
         self.gen_max_tokens, self.smoke_max_tokens = gen_max_tokens, smoke_max_tokens
         self.handles: list[LLMHandle] = []
         self._buffer: list[dict] = []
@@ -160,7 +174,8 @@ class _Meter:
         if budget is None:
             budget = Budget(max_tokens=self.gen_max_tokens if phase in ("generate",) else
                             self.smoke_max_tokens + self.gen_max_tokens)
-        h = LLMHandle(self.backbones[backbone], budget, self.cache, on_call=self._record, seed=self.seed, phase=phase)
+        h = LLMHandle(self.backbones[backbone], budget, self.cache, on_call=self._record, seed=self.seed, phase=phase,
+                      spend=self.spend)
         with self._lock:
             self.handles.append(h)
         return h
@@ -184,6 +199,10 @@ class _Meter:
 
     def totals(self) -> _Totals:
         return _Totals(self.handles)
+
+    def spend_stopped(self) -> bool:
+        """Whether the run's spend cap refused a call of this task (any phase)."""
+        return any(h.spend_stopped for h in self.handles)
 
 
 @dataclass
@@ -237,6 +256,7 @@ class _JIT:
                                        allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
         self.repair_log = RepairLog(self.out / "repairs.jsonl")
         self.budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
+        self.spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *self.store.spend())
 
     # -- records ------------------------------------------------------------------------------------
     def _finished(self, task) -> dict | None:
@@ -368,16 +388,24 @@ class _JIT:
                 if cfg.mode == "streaming":
                     self._bank_update(task, done)
                 return
+            if self.spend.reached():  # no new task once the run's cap is reached
+                self.spend.stopped = self.spend.stopped or self.spend.reached()
+                return
             bank_before = len(self.bank)
-            meter = _Meter(self.backbones, self.cache, cfg.seed, cfg.gen_max_tokens, self.repair_cfg.smoke_max_tokens)
+            meter = _Meter(self.backbones, self.cache, cfg.seed, cfg.gen_max_tokens, self.repair_cfg.smoke_max_tokens,
+                           self.spend)
             refs = self._references(task)
             started = time.perf_counter()
             try:
                 chosen = self._choose(task, refs, meter, stream_index)
             except InfraError as exc:
-                self._record_infra(task, meter, str(exc), stream_index)
-                time.sleep(0.2)
-                continue
+                if not meter.spend_stopped():
+                    self._record_infra(task, meter, str(exc), stream_index)
+                    time.sleep(0.2)
+                    continue
+            if meter.spend_stopped():  # the cap cut generation/validation short: what was chosen is not the result
+                self._record_infra(task, meter, self.spend.stopped, stream_index, status="spend_cap")
+                return
             choose_s = time.perf_counter() - started
             harness_dir = write_harness(chosen.files, self.out / "harnesses" / chosen.sha)
             _, attempt = self.store.status_of(chosen.sha, task.id, cfg.seed)
@@ -435,23 +463,26 @@ class _JIT:
                       f"{phases['generate']['tokens']}/{phases['select']['tokens']}/{phases['repair']['tokens']}/"
                       f"{phases['execute']['tokens']} total={tot.prompt_tokens + tot.completion_tokens} "
                       f"{time.perf_counter() - started:6.1f}s", flush=True)
+            if result.status == "spend_cap":
+                return
             if result.status in FINAL:
                 if cfg.mode == "streaming":
                     self._bank_update(task, self._finished(task))
                 return
             time.sleep(min(2.0, 0.1 * 2 ** attempt))
 
-    def _record_infra(self, task, meter: _Meter, error: str, stream_index: int) -> None:
-        """An infrastructure failure before a harness was chosen: an infra_error row (retried later)."""
+    def _record_infra(self, task, meter: _Meter, error: str, stream_index: int, status: str = "infra_error") -> None:
+        """An infrastructure failure (or the spend cap, ``status='spend_cap'``) before a harness was chosen: a row
+        that is not final (retried later) holding the calls made so far."""
         sha = f"jit-infra:{task.id}"
         _, attempt = self.store.status_of(sha, task.id, self.cfg.seed)
         episode = self.store.start_episode("jit", sha, task, self.cfg.seed, attempt, "n/a")
         meter.attach(lambda call: self.store.log_call(episode, call))
         extra = {"mode": self.cfg.mode, "stream_index": stream_index, "generator": self.cfg.generator}
-        self.store.finish_episode(episode, {**EpisodeResult(status="infra_error", error=error).as_dict(),
+        self.store.finish_episode(episode, {**EpisodeResult(status=status, error=error).as_dict(),
                                             "extra": extra}, meter.totals())
         if not self.cfg.quiet:
-            print(f"  [{stream_index:>3}] {task.id:<30} infra_error: {error[:200]}", flush=True)
+            print(f"  [{stream_index:>3}] {task.id:<30} {status}: {error[:200]}", flush=True)
 
     def run(self) -> Path:
         try:
@@ -461,10 +492,15 @@ class _JIT:
             else:
                 for i, task in enumerate(self.tasks):
                     self.solve(task, i)
+            finished = sum(self._finished(t) is not None for t in self.tasks)
         finally:
             self.store.close()
             self.bank.close()
         summarize_jit(self.out)
+        if self.spend.stopped:
+            raise SpendCapReached(f"{self.out}: {self.spend.stopped}; {finished} of {len(self.tasks)} tasks finished, "
+                                  "the rest not started or stopped (recorded as spend_cap). Nothing is lost: rerun "
+                                  "with a higher --max-cost / --max-tokens-total to resume.")
         return self.out
 
 

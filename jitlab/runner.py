@@ -22,13 +22,15 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
-from jitlab.runtime import Budget, EpisodeResult, HarnessAgent, LLMHandle, run_episode
+from jitlab.fields import SEED_MAX, check_fields
+from jitlab.runtime import Budget, EpisodeResult, HarnessAgent, LLMHandle, RunSpend, SpendCapReached, run_episode
 from jitlab.store import FINAL, RunStore, summarize
 
-__all__ = ["LazyBackbone", "RunConfig", "default_out", "run"]
+__all__ = ["LazyBackbone", "RunConfig", "cost_estimate", "default_out", "known_price", "run"]
 
-# fields that change how fast a run goes, not what it computes: excluded from the fingerprint
-_NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet")
+# fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
+# (so a run stopped by its spend cap resumes with a higher one)
+_NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet", "max_cost", "max_tokens_total")
 
 
 @dataclass
@@ -39,19 +41,29 @@ class RunConfig:
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, max_new_tokens, ...)"})
     split: str = field(default="dev", metadata={"help": "dev or test"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
-    limit: int | None = field(default=None, metadata={"help": "first N tasks of the split"})
-    seed: int = field(default=0, metadata={"help": "episode seed (env reset and cache key)"})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own"})
-    max_tokens: int = field(default=60_000, metadata={"help": "backbone tokens per episode"})
-    max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds per episode"})
+    limit: int | None = field(default=None, metadata={"help": "first N tasks of the split", "min": 1})
+    seed: int = field(default=0, metadata={"help": "episode seed (env reset and cache key)", "min": 0, "max": SEED_MAX})
+    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
+    max_tokens: int = field(default=60_000, metadata={"help": "backbone tokens per episode", "min": 1})
+    max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     isolation: str = field(default="auto", metadata={"help": "auto (seeds in-process, others sandboxed) | sandbox | none"})
     allow_unisolated: bool = field(default=False, metadata={"help": "run untrusted code without bubblewrap (recorded loudly)"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
-    out: str | None = field(default=None, metadata={"help": "run directory (default runs/<suite>-<harness>-<backbone>)"})
-    concurrency: int = field(default=1, metadata={"help": "episodes run at once"})
-    retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation"})
+    out: str | None = field(default=None, metadata={"help": "run directory (default runs/<suite>-<harness>-<backbone>)",
+                                                    "nonempty": True})
+    concurrency: int = field(default=1, metadata={"help": "episodes run at once", "min": 1})
+    retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation",
+                                              "min": 0})
     new_run: bool = field(default=False, metadata={"help": "start over even if the config changed (old records kept)"})
     quiet: bool = field(default=False, metadata={"help": "print nothing per episode"})
+    max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend "
+                                                                   "(cache hits are free); rerun with more to resume",
+                                                           "min": 0})
+    max_tokens_total: int | None = field(default=None, metadata={"help": "run-level cap on backbone tokens (cache "
+                                                                         "hits are free)", "min": 0})
+
+    def __post_init__(self):
+        check_fields(self)
 
     def fingerprinted(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
@@ -128,8 +140,46 @@ def _agent_factory(cfg: RunConfig, suite):
     return folder.name, harness_sha(read_files(folder)), label, lambda env, llm: SandboxedAgent(folder, llm, sb_cfg)
 
 
-def run(cfg: RunConfig) -> Path:
-    """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json."""
+def known_price(backbone: str, options: dict | None = None):
+    """The Price of a backbone from its name and options without loading it (None when unknown, e.g. a
+    litellm model priced only by litellm's own map). Scripted test doubles carry their nominal price."""
+    from jitlab.llm.pricing import Price, find_price, resolve_pricing
+    kind, _, rest = backbone.partition(":")
+    if kind == "scripted":
+        from jitlab.llm.scripted import PRICE_PER_TOKEN
+        return Price(PRICE_PER_TOKEN * 1e6, PRICE_PER_TOKEN * 1e6)
+    if kind == "embedded":
+        from jitlab.llm.hf import EMBEDDED_ID
+        names = [EMBEDDED_ID]
+    else:
+        names = [backbone, rest]
+    try:
+        return find_price(resolve_pricing((options or {}).get("pricing")), *names)
+    except (ConfigError, TypeError):  # a bad pricing option is reported when the backbone loads
+        return None
+
+
+def cost_estimate(cfg: RunConfig, episodes: int) -> str:
+    """One line bounding what ``episodes`` new episodes of ``cfg`` may cost ('' when the backbone has no
+    known price). An upper bound: every episode spends its whole ``max_tokens`` budget at the dearer of
+    the input and output prices (its last call may overrun the budget by one reply)."""
+    price = known_price(cfg.backbone, cfg.backbone_options)
+    if price is None or not episodes:
+        return ""
+    per_mtok = max(price.input_per_mtok, price.output_per_mtok)
+    usd = episodes * cfg.max_tokens * per_mtok / 1e6
+    return (f"estimated cost: at most ${usd:.4f} (upper bound: {episodes} episode(s) x --max-tokens {cfg.max_tokens} "
+            f"at ${per_mtok:g}/Mtok)")
+
+
+def run(cfg: RunConfig, spend: RunSpend | None = None) -> Path:
+    """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json.
+
+    ``spend`` (optional) is a RunSpend shared with other runs (a grid's total cap); by default the run's
+    own ``max_cost`` / ``max_tokens_total`` are checked against its recorded spend. When a cap is reached
+    no new episode starts, episodes in flight stop as ``spend_cap``, and SpendCapReached is raised after
+    summary.json is written."""
+    check_fields(cfg)  # again: a notebook may have changed a field after construction
     suite = get_suite(cfg.suite)
     tasks = suite.tasks(cfg.split, cfg.family)[: cfg.limit]
     if not tasks:
@@ -138,17 +188,28 @@ def run(cfg: RunConfig) -> Path:
     harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite)
     backbone = LazyBackbone(cfg.backbone, cfg.backbone_options)
     store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)
+    if spend is None:
+        spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
     budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
     from jitlab.llm.cache import default_cache
     cache = default_cache() if cfg.cache else None
+    if not cfg.quiet:
+        todo = sum(store.status_of(sha, t.id, cfg.seed)[0] not in FINAL for t in tasks)
+        estimate = cost_estimate(cfg, todo)
+        if estimate:
+            print(f"  {estimate}", flush=True)
 
     def one(task) -> None:
         for _ in range(cfg.retries + 1):
             status, attempt = store.status_of(sha, task.id, cfg.seed)
             if status in FINAL:
                 return
+            if spend.reached():  # no new episode once the run's cap is reached
+                spend.stopped = spend.stopped or spend.reached()
+                return
             episode = store.start_episode(harness_name, sha, task, cfg.seed, attempt, isolation)
-            llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=cfg.seed)
+            llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=cfg.seed,
+                            spend=spend)
             env = agent = None
             try:
                 env = suite.make_env(task)  # may generate a game: inside the try so the row is always finished
@@ -165,7 +226,7 @@ def run(cfg: RunConfig) -> Path:
             if not cfg.quiet:
                 print(f"  {task.id:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "
                       f"steps={result.steps:<3} tokens={llm.tokens:<6} {result.wall_s:6.1f}s", flush=True)
-            if result.status in FINAL:
+            if result.status in FINAL or result.status == "spend_cap":
                 return
             time.sleep(min(2.0, 0.1 * 2 ** attempt))
 
@@ -176,7 +237,12 @@ def run(cfg: RunConfig) -> Path:
         else:
             with ThreadPoolExecutor(cfg.concurrency) as pool:
                 list(pool.map(one, tasks))
+        finished = sum(store.status_of(sha, t.id, cfg.seed)[0] in FINAL for t in tasks)
     finally:
         store.close()
     summarize(out)
+    if spend.stopped:
+        raise SpendCapReached(f"{out}: {spend.stopped}; {finished} of {len(tasks)} episodes finished, the rest "
+                              "not started or stopped (recorded as spend_cap). Nothing is lost: rerun with a higher "
+                              "--max-cost / --max-tokens-total to resume.")
     return out

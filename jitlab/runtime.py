@@ -24,7 +24,7 @@ from jitlab.protocol import (
     Observation,
 )
 
-__all__ = ["Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "run_episode"]
+__all__ = ["Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend", "SpendCapReached", "run_episode"]
 
 
 @dataclass
@@ -35,17 +35,67 @@ class Budget:
     max_wall_s: float = 900.0
 
 
+class SpendCapReached(BudgetExceeded):
+    """The run-level spend cap (``max_cost`` / ``max_tokens_total``) is reached: no new backbone call,
+    no new episode. Episodes it stops are recorded as ``spend_cap`` (neither final nor a harness failure),
+    so a rerun with a higher cap runs them again."""
+
+
+class RunSpend:
+    """A run's real backbone spend (calls that reached the backbone; replay-cache hits cost nothing)
+    against its caps. Seeded from the run's records on resume, updated by every LLMHandle call it is
+    given; thread-safe. One object may be shared by several runs (a grid's total cap)."""
+
+    def __init__(self, max_cost: float | None = None, max_tokens_total: int | None = None, cost: float = 0.0,
+                 tokens: int = 0):
+        self.max_cost, self.max_tokens_total = max_cost, max_tokens_total
+        self.cost, self.tokens = float(cost), int(tokens)
+        self.stopped = ""  # the reason, once a call or an episode was refused
+        self._lock = threading.Lock()
+
+    def add(self, cost: float, tokens: int) -> None:
+        with self._lock:
+            self.cost += cost
+            self.tokens += tokens
+
+    def reached(self) -> str:
+        """Why no new call may start ('' while under both caps)."""
+        with self._lock:
+            if self.max_cost is not None and self.cost >= self.max_cost:
+                return f"spend cap reached: ${self.cost:.6f} spent of --max-cost {self.max_cost:g}"
+            if self.max_tokens_total is not None and self.tokens >= self.max_tokens_total:
+                return f"spend cap reached: {self.tokens} tokens spent of --max-tokens-total {self.max_tokens_total}"
+        return ""
+
+    def check(self) -> None:
+        """Raise SpendCapReached (and remember why) when a cap is reached."""
+        reason = self.reached()
+        if reason:
+            self.stopped = reason
+            raise SpendCapReached(reason)
+
+
 class LLMHandle:
     """What modules get as ``ctx.llm``: forwards to the backbone, counts tokens, enforces the
-    token budget, consults the replay cache and reports every call to ``on_call``."""
+    token budget and the run's spend cap (``spend``), consults the replay cache and reports every
+    call to ``on_call``."""
 
     def __init__(self, backbone, budget: Budget | None = None, cache=None, on_call=None, seed: int = 0,
-                 phase: str = "execute"):
+                 phase: str = "execute", spend: RunSpend | None = None):
         self.backbone, self.budget, self.cache, self.on_call = backbone, budget or Budget(), cache, on_call
-        self.seed, self.phase, self.step = seed, phase, 0
+        self.seed, self.phase, self.step, self.spend = seed, phase, 0, spend
         self.prompt_tokens = self.completion_tokens = self.calls = 0
         self.cost = 0.0
+        self.spend_stopped = False  # set when the spend cap refused a call (a harness may swallow the error)
         self._lock = threading.Lock()
+
+    def _check_spend(self) -> None:
+        if self.spend is not None:
+            try:
+                self.spend.check()
+            except SpendCapReached:
+                self.spend_stopped = True
+                raise
 
     @property
     def tokens(self) -> int:
@@ -59,6 +109,7 @@ class LLMHandle:
         key = cache_key(self.backbone.id, messages, params, self.seed)
         completion = self.cache.get(key) if self.cache else None
         if completion is None:
+            self._check_spend()  # a cache hit costs nothing: only a call that reaches the backbone is capped
             completion = self.backbone.chat(messages, **params)
             if self.cache:
                 self.cache.put(key, completion)
@@ -72,6 +123,8 @@ class LLMHandle:
         from jitlab.llm.cache import cache_key
         key = cache_key(self.backbone.id, messages, {"score": candidates}, self.seed)
         cached = self.cache.get(key, kind="score") if self.cache else None
+        if cached is None:
+            self._check_spend()
         scores = cached if cached is not None else [float(s) for s in scorer(messages, list(candidates))]
         if cached is None and self.cache:
             self.cache.put(key, scores, kind="score")
@@ -90,6 +143,8 @@ class LLMHandle:
             self.completion_tokens += completion.completion_tokens
             self.cost += completion.cost
             self.calls += 1
+        if self.spend is not None and not completion.cached:
+            self.spend.add(completion.cost, completion.prompt_tokens + completion.completion_tokens)
         if self.on_call:
             self.on_call({"step": self.step, "phase": self.phase, "kind": kind, "key": key,
                           "backbone": self.backbone.id, "prompt_tokens": completion.prompt_tokens,
@@ -163,7 +218,7 @@ def _render(decision: Decision) -> str:
 
 @dataclass
 class EpisodeResult:
-    status: str                    # ok | budget | harness_error | infra_error
+    status: str                    # ok | budget | harness_error | infra_error | spend_cap (run cap; rerun)
     success: bool = False
     reward: float = 0.0
     steps: int = 0
@@ -196,6 +251,8 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         obs = _env_call(env.reset, seed=seed)
         agent.begin(env.spec, obs)
         while not obs.done and step < max_steps:
+            if getattr(llm, "spend_stopped", False):
+                break  # the run's spend cap refused a call and the harness carried on: stop here
             if time.perf_counter() - start > budget.max_wall_s:
                 raise BudgetExceeded(f"wall budget {budget.max_wall_s}s spent")
             step += 1
@@ -224,7 +281,12 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         result.status, result.error = "harness_error", f"{type(exc).__name__}: {exc}"
         result.diagnostic = {"kind": "runtime_error", "message": str(exc),
                              "traceback": "".join(traceback.format_exc(limit=-6))}
-    score = env.score() if result.status != "infra_error" else None
+    if getattr(llm, "spend_stopped", False) and result.status != "infra_error":
+        # the run's spend cap cut this episode short (even if the harness swallowed the error): not its result
+        result.status = "spend_cap"
+        result.error = getattr(llm.spend, "stopped", "") or result.error
+        result.diagnostic = {}
+    score = env.score() if result.status not in ("infra_error", "spend_cap") else None
     if score is not None:
         result.success, result.reward = bool(score.success), float(score.reward)
     result.steps, result.wall_s = step, time.perf_counter() - start

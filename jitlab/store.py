@@ -169,6 +169,14 @@ class RunStore:
                  result.get("error", ""), json.dumps(result.get("diagnostic", {})),
                  json.dumps(result.get("extra", {})), time.time(), episode_id))
 
+    def spend(self) -> tuple[float, int]:
+        """(cost, tokens) of every recorded backbone call that reached the backbone (cache hits excluded):
+        what a run-level spend cap is checked against on resume."""
+        with self._lock:
+            row = self.db.execute("SELECT COALESCE(SUM(cost), 0), COALESCE(SUM(prompt_tokens + completion_tokens), 0) "
+                                  "FROM calls WHERE cached=0").fetchone()
+        return float(row[0]), int(row[1])
+
     def final_episode(self, task_id: str, seed: int) -> dict | None:
         """The latest finished episode of a task (any harness), as a dict with ``extra`` decoded."""
         keys = ("id", "harness_sha", "status", "success", "reward", "steps", "wall_s", "tool_calls", "extra")
