@@ -17,9 +17,15 @@
     X.save_figure(fig, "figures", stem, title, command)        # PNG/PDF/HTML + figures/README.md entry
 
 Each grid cell is an ordinary ``jitlab run`` (jitlab.runner), so rerunning resumes and the run
-directories feed ``jitlab figures`` and the dashboards. Relative ``out_root`` paths are taken from
-the repository root (:func:`repo_path`), so a notebook writes to the same place whether its kernel
-starts in the repo or in ``notebooks/`` (JupyterLab, ``jitlab batch``).
+directories feed ``jitlab figures`` and the dashboards. Relative output paths (``out_root``,
+``figures_out``) are taken from :func:`output_path`: ``$JITLAB_OUT_ROOT`` when set (``jitlab batch`` sets
+it to each run's folder under its ``--out``), else the repository root, so a notebook writes to the same
+place whether its kernel starts in the repo or in ``notebooks/``.
+
+Spend: ``max_cost`` / ``max_tokens_total`` given to :func:`run_grid` or :func:`run_jit_modes` cap the
+*total* real backbone spend recorded under ``$JITLAB_SPEND_ROOT`` (set by ``jitlab batch`` to its
+``--out``) or else under ``out_root``, all cells together; when it is reached no new episode starts and
+SpendCapReached is raised (rerun with a higher cap to resume).
 
 Caveats: grid runs execute one after another unless ``workers`` > 1. A cell that cannot start (unknown
 suite, harness or backbone) raises; with ``workers`` > 1 it is logged when it fails,
@@ -36,10 +42,14 @@ from pathlib import Path
 
 from jitlab.tables import markdown_table
 
-__all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "SUMMARY_COLUMNS", "backbone_calls", "best_per_suite",
-           "diagnostics", "grid_table", "harness_anatomies", "harness_diff", "jit_summaries", "jit_tasks",
-           "notebook_command", "open_run", "register_figure", "repo_path", "run_grid", "run_jit_modes",
-           "run_slug", "save_figure", "seed_harnesses", "trajectory"]
+__all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "OUT_ROOT_ENV", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS",
+           "backbone_calls", "best_per_suite", "diagnostics", "grid_spend", "grid_table", "harness_anatomies",
+           "harness_diff", "jit_summaries", "jit_tasks", "notebook_command", "open_run", "output_path",
+           "register_figure", "repo_path", "run_grid", "run_jit_modes", "run_slug", "save_figure", "seed_harnesses",
+           "trajectory"]
+
+OUT_ROOT_ENV = "JITLAB_OUT_ROOT"      # relative output paths resolve here (jitlab batch: OUT/<run id>)
+SPEND_ROOT_ENV = "JITLAB_SPEND_ROOT"  # a grid's spend cap counts every run recorded here (jitlab batch: OUT)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +80,36 @@ def repo_path(path: str | Path) -> Path:
     return path if path.is_absolute() else repo_root() / path
 
 
+def output_path(path: str | Path) -> Path:
+    """Where a notebook or grid writes ``path``: itself if absolute, else under ``$JITLAB_OUT_ROOT`` when set
+    (``jitlab batch`` sets it, so batch runs never write into the source checkout), else under the repository
+    root (:func:`repo_path`)."""
+    import os
+    path = Path(path)
+    root = os.environ.get(OUT_ROOT_ENV)
+    return path if path.is_absolute() else (Path(root) / path if root else repo_path(path))
+
+
+def grid_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None):
+    """A RunSpend shared by several runs, seeded with the real spend of every run recorded under
+    ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``; None when no cap is given."""
+    import os
+
+    from jitlab.fields import check_number
+    from jitlab.runtime import RunSpend
+    from jitlab.store import DB_NAME, recorded_spend
+    if max_cost is None and max_tokens_total is None:
+        return None
+    check_number("max_cost", max_cost, "float", optional=True, min=0)
+    check_number("max_tokens_total", max_tokens_total, optional=True, min=0)
+    base = Path(os.environ.get(SPEND_ROOT_ENV) or root)
+    cost = tokens = 0
+    for db in sorted(base.rglob(DB_NAME)) if base.is_dir() else []:
+        c, t = recorded_spend(db.parent)
+        cost, tokens = cost + c, tokens + t
+    return RunSpend(max_cost, max_tokens_total, cost, tokens)
+
+
 def run_slug(*parts) -> str:
     """A folder name from run parameters (``embedded``, ``litellm:openai/gpt-4o`` -> ``litellm_openai_gpt-4o``)."""
     return "-".join("".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(p)) for p in parts)
@@ -82,12 +122,16 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     Each writes ``out_root/<suite>/<harness>-<backbone>/`` (resumable). ``workers`` runs execute at
     once (threads of this process: a local model is loaded once and batches all their calls). Extra
     keyword arguments go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency,
-    backbone_options, ...). Returns one row per run: ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
+    backbone_options, ...), except ``max_cost`` / ``max_tokens_total``, which cap the whole grid (module
+    docstring). Returns one row per run: ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
     import pandas as pd
 
+    from jitlab.fields import check_number
     from jitlab.runner import RunConfig, run
+    check_number("workers", workers, min=1)
     suites, harnesses, backbones = (_as_list(x) for x in (suites, harnesses, backbones))
-    root = repo_path(out_root)
+    root = output_path(out_root)
+    spend = grid_spend(root, run_options.pop("max_cost", None), run_options.pop("max_tokens_total", None))
     combos = [(s, h, b) for s in suites for b in backbones for h in harnesses]
 
     def one(combo) -> dict:
@@ -96,7 +140,7 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
         if not quiet:
             print(f"{suite} · {harness} · {backbone} -> {out}", flush=True)
         run_dir = run(RunConfig(suite=suite, harness=str(harness), backbone=backbone, limit=limit,
-                                split=split, out=str(out), quiet=quiet, **run_options))
+                                split=split, out=str(out), quiet=quiet, **run_options), spend=spend)
         summary = json.loads((run_dir / "summary.json").read_text())
         return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, "suite": suite,
                 "harness": Path(str(harness)).name, "backbone": backbone, "run_dir": str(run_dir)}
@@ -159,15 +203,16 @@ def run_jit_modes(suite: str, generator: str = "compose", backbone: str = "embed
     for static mode (default 4); streaming generates one harness per task, as in the paper.
     ``concurrency`` static tasks are solved at once (a stream runs in order). Extra
     keyword arguments go to :class:`jitlab.jit.JITConfig` (split, selector, retrieval, max_steps, ...).
-    Returns ``{mode: run_dir}``."""
+    ``max_cost`` / ``max_tokens_total`` cap the modes together (module docstring). Returns ``{mode: run_dir}``."""
     from jitlab.jit import JITConfig, run_jit
-    root = repo_path(out_root) / suite / run_slug("jit", generator, backbone)
+    spend = grid_spend(output_path(out_root), jit_options.pop("max_cost", None), jit_options.pop("max_tokens_total", None))
+    root = output_path(out_root) / suite / run_slug("jit", generator, backbone)
     out = {}
     for mode in _as_list(modes):
         cfg = JITConfig(suite=suite, mode=mode, generator=generator, backbone=backbone, limit=limit,
                         n_candidates=n_candidates if mode == "static" else None, out=str(root / mode),
                         quiet=quiet, concurrency=concurrency if mode == "static" else 1, **jit_options)
-        out[mode] = run_jit(cfg)
+        out[mode] = run_jit(cfg, spend=spend)
     return out
 
 

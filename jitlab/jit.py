@@ -222,7 +222,7 @@ class _Chosen:
 
 
 class _JIT:
-    def __init__(self, cfg: JITConfig):
+    def __init__(self, cfg: JITConfig, spend: RunSpend | None = None):
         from jitlab.bank import Bank, BankConfig
         from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
         from jitlab.llm.cache import default_cache
@@ -256,7 +256,7 @@ class _JIT:
                                        allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
         self.repair_log = RepairLog(self.out / "repairs.jsonl")
         self.budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
-        self.spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *self.store.spend())
+        self.spend = spend or RunSpend(cfg.max_cost, cfg.max_tokens_total, *self.store.spend())
 
     # -- records ------------------------------------------------------------------------------------
     def _finished(self, task) -> dict | None:
@@ -504,9 +504,11 @@ class _JIT:
         return self.out
 
 
-def run_jit(cfg: JITConfig) -> Path:
-    """Run (or resume) a JIT run; returns the run directory (run.sqlite, summary.json, bank.sqlite, ...)."""
-    return _JIT(cfg).run()
+def run_jit(cfg: JITConfig, spend: RunSpend | None = None) -> Path:
+    """Run (or resume) a JIT run; returns the run directory (run.sqlite, summary.json, bank.sqlite, ...).
+    ``spend``: a RunSpend shared with other runs (a grid's total cap) instead of the run's own caps; when a
+    cap is reached no new task starts, a task in flight stops as ``spend_cap`` and SpendCapReached is raised."""
+    return _JIT(cfg, spend).run()
 
 
 def summarize_jit(run_dir: str | Path) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError
 
-__all__ = ["DB_NAME", "FINAL", "RETRY", "RunStore", "fingerprint", "load", "set_aside", "summarize"]
+__all__ = ["DB_NAME", "FINAL", "RETRY", "RunStore", "fingerprint", "load", "recorded_spend", "set_aside", "summarize"]
 
 DB_NAME = "run.sqlite"
 FINAL = ("ok", "budget", "harness_error")
@@ -173,8 +173,7 @@ class RunStore:
         """(cost, tokens) of every recorded backbone call that reached the backbone (cache hits excluded):
         what a run-level spend cap is checked against on resume."""
         with self._lock:
-            row = self.db.execute("SELECT COALESCE(SUM(cost), 0), COALESCE(SUM(prompt_tokens + completion_tokens), 0) "
-                                  "FROM calls WHERE cached=0").fetchone()
+            row = self.db.execute(_SPEND_SQL).fetchone()
         return float(row[0]), int(row[1])
 
     def final_episode(self, task_id: str, seed: int) -> dict | None:
@@ -200,6 +199,25 @@ class RunStore:
     def close(self) -> None:
         with self._lock:
             self.db.close()
+
+
+_SPEND_SQL = ("SELECT COALESCE(SUM(cost), 0), COALESCE(SUM(prompt_tokens + completion_tokens), 0) "
+              "FROM calls WHERE cached=0")
+
+
+def recorded_spend(run_dir: str | Path) -> tuple[float, int]:
+    """:meth:`RunStore.spend` of a run directory, read-only ((0.0, 0) when it holds no run yet)."""
+    path = Path(run_dir) / DB_NAME
+    if not path.is_file():
+        return 0.0, 0
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        row = db.execute(_SPEND_SQL).fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{path} is not a readable jitlab run database ({exc}); move it away") from exc
+    finally:
+        db.close()
+    return float(row[0]), int(row[1])
 
 
 def load(run_dir: str | Path) -> dict:

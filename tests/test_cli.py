@@ -61,3 +61,17 @@ def test_a_harness_folder_outside_the_seed_bank_runs_sandboxed(tmp_path):
     # untrusted code unisolated needs the loud opt-out
     assert main(["run", "--suite", "toy", "--harness", str(folder), "--backbone", "scripted:pick-hash",
                  "--isolation", "none", "--limit", "1", "--out", str(tmp_path / "r2")]) == 2
+
+
+def test_a_run_whose_every_episode_failed_on_infrastructure_exits_non_zero(tmp_path, capsys):
+    # scripted:fail is a provider-outage test double: every call raises InfraError (before: exit 0, "0 episodes")
+    out = tmp_path / "r"
+    argv = ["run", "--suite", "toy", "--backbone", "scripted:fail", "--limit", "2", "--no-cache", "--out", str(out)]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert f"{out}: 0 episodes" in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "2 task(s) have no finished episode (2 infra_error)" in err[0]
+    assert "simulated provider outage" in err[0] and "rerun the same command" in err[0]
+    assert main(["run", "--suite", "toy", "--backbone", "scripted:pick-first", "--limit", "2", "--out",
+                 str(tmp_path / "ok")]) == 0
