@@ -12,7 +12,22 @@ a scalar is a one-value list) or an explicit list of parameter dicts, or both::
 Each combination gets an id (``<index>-<hash of its params>``) and writes ``OUT/<id>.ipynb``;
 ``OUT/manifest.json`` lists for each: params, status (ok | failed), the failing cell's error,
 duration and output path. A failing cell fails that run only. Rerunning the same command skips runs
-whose status is ok and whose notebook exists; failed ones run again.
+whose status is ok and whose notebook exists; failed ones run again. A batch that is stopped (SIGTERM,
+Ctrl-C, a ``timeout`` around it) marks its unfinished runs failed before it exits.
+
+Parameters are checked against the notebook's ``parameters`` cell (papermill's ``inspect_notebook``)
+before anything runs: a name the notebook does not define is an error, not a run with its defaults.
+
+Outputs: each run's kernel gets ``JITLAB_OUT_ROOT=OUT/<id>``, so the relative output paths of the
+notebooks (``out``, ``out_root``, ``figures_out``, resolved by ``jitlab.experiments.output_path``) land
+under the batch's ``OUT``, never in the source checkout; absolute paths are kept as given.
+
+Spend: ``max_cost`` / ``max_tokens_total`` cap the real backbone spend of the whole batch, recorded
+in every run under ``OUT`` (``JITLAB_SPEND_ROOT=OUT``). No new combination starts once it is reached, and
+each notebook gets the caps as parameters (it must define ``max_cost`` / ``max_tokens_total``), so its
+grids stop too. Caveat: notebooks running at once see each other's spend when their grids start, so a
+batch may overrun the cap by what its other parallel notebooks spend meanwhile. The caps are not part of
+a combination's id: rerunning with a higher cap resumes.
 
 Caveats: runs execute in separate processes (papermill starts one kernel each), default
 ``min(2, cpus)`` at once. The kernel's working directory is the notebook's folder (``--cwd
@@ -25,12 +40,15 @@ import hashlib
 import itertools
 import json
 import os
+import signal
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from jitlab.errors import ConfigError
+from jitlab.errors import ConfigError, JitlabError
+from jitlab.fields import check_fields
 
 __all__ = ["BatchConfig", "load_grid", "combinations", "run_batch", "MANIFEST"]
 
@@ -42,11 +60,24 @@ class BatchConfig:
     notebook: str = field(default="", metadata={"help": "notebook to execute (.ipynb with a 'parameters' cell)"})
     grid: str = field(default="", metadata={"help": "YAML file: parameter -> list of values, and/or runs: [dicts]"})
     out: str = field(default="", metadata={"help": "output folder: executed notebooks + manifest.json"})
-    parallel: int | None = field(default=None, metadata={"help": "runs at once (default min(2, cpus))"})
+    parallel: int | None = field(default=None, metadata={"help": "runs at once (default min(2, cpus))", "min": 1})
     kernel: str | None = field(default=None, metadata={"help": "Jupyter kernel name (default: the notebook's)"})
     cwd: str = field(default="notebook", metadata={"help": "kernel working dir: 'notebook' (its folder) or 'run' (OUT/<id>/)"})
-    timeout_s: int | None = field(default=None, metadata={"help": "per-cell timeout in seconds (default none)"})
+    timeout_s: int | None = field(default=None, metadata={"help": "per-cell timeout in seconds (default none)",
+                                                          "min": 1})
     rerun_ok: bool = field(default=False, metadata={"help": "run again even the combinations that finished ok"})
+    max_cost: float | None = field(default=None, metadata={"help": "cap in USD on the real backbone spend of the "
+                                                                   "whole batch (passed to each notebook)", "min": 0})
+    max_tokens_total: int | None = field(default=None, metadata={"help": "cap on the backbone tokens of the whole "
+                                                                         "batch (passed to each notebook)", "min": 0})
+
+    def __post_init__(self):
+        check_fields(self)
+
+    def caps(self) -> dict:
+        """The spend caps that are set, as notebook parameters."""
+        return {k: v for k, v in (("max_cost", self.max_cost), ("max_tokens_total", self.max_tokens_total))
+                if v is not None}
 
 
 def load_grid(path: str | Path) -> list[dict]:
@@ -88,9 +119,31 @@ def _run_id(index: int, params: dict) -> str:
     return f"{index:03d}-{digest}"
 
 
-def _execute(notebook: str, output: str, params: dict, kernel: str | None, cwd: str, timeout_s: int | None) -> dict:
-    """Run one combination (in a worker process). Never raises: returns status, error, duration."""
+def check_parameters(notebook: str | Path, combos: list[dict], extra: dict | None = None) -> None:
+    """ConfigError unless every parameter of every combination (and ``extra``) is defined in the notebook's
+    ``parameters`` cell. papermill itself only warns and runs the notebook with its defaults."""
     import papermill as pm
+    try:
+        known = set(pm.inspect_notebook(str(notebook)))
+    except Exception as exc:  # papermill raises its own and nbformat's errors for a broken notebook file
+        raise ConfigError(f"notebook {notebook} cannot be read: {type(exc).__name__}: {exc}") from exc
+    for index, params in enumerate(combos):
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ConfigError(f"combination {index} {json.dumps(params, default=str)}: parameter(s) {', '.join(unknown)} "
+                              f"not in the parameters cell of {notebook} (it defines: {', '.join(sorted(known)) or 'none'})")
+    missing = sorted(set(extra or {}) - known)
+    if missing:
+        raise ConfigError(f"{notebook} defines no {', '.join(missing)} parameter, so its spend cannot be capped; "
+                          "add it to the notebook's parameters cell or run without the cap")
+
+
+def _execute(notebook: str, output: str, params: dict, kernel: str | None, cwd: str, timeout_s: int | None,
+             env: dict | None = None) -> dict:
+    """Run one combination (in a worker process). Never raises: returns status, error, duration.
+    ``env`` is set in this worker's environment, which the kernel inherits."""
+    import papermill as pm
+    os.environ.update(env or {})
     started = time.time()
     status, error = "ok", ""
     try:
@@ -112,21 +165,43 @@ def _write_manifest(path: Path, manifest: dict) -> None:
     os.replace(tmp, path)
 
 
+def _spent(out: Path, cfg: BatchConfig) -> str:
+    """Why no new combination may start ('' while under the caps): the spend recorded under ``out``."""
+    if not cfg.caps():
+        return ""
+    from jitlab.experiments import grid_spend
+    return grid_spend(out, cfg.max_cost, cfg.max_tokens_total).reached()
+
+
+class _Stopped(JitlabError):
+    """SIGTERM reached the batch (e.g. ``timeout`` around it)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Stopped(f"batch stopped by signal {signum}; its unfinished runs are marked failed in {MANIFEST}; "
+                   "rerun the same command to run them")
+
+
 def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) -> dict:
     """Execute ``cfg.notebook`` once per combination (from ``cfg.grid`` unless ``combos`` is given);
     returns the manifest (also written to ``OUT/manifest.json`` after every finished run)."""
+    check_fields(cfg)
     notebook = Path(cfg.notebook)
     if not notebook.is_file():
         raise ConfigError(f"notebook {notebook} does not exist")
     if cfg.cwd not in ("notebook", "run"):
         raise ConfigError(f"cwd must be 'notebook' or 'run', got {cfg.cwd!r}")
     combos = combos if combos is not None else load_grid(cfg.grid)
+    check_parameters(notebook, combos, cfg.caps())   # before anything is written or run
     out = Path(cfg.out or f"batches/{notebook.stem}")
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / MANIFEST
     old = {}
     if manifest_path.exists():
         old = {r["id"]: r for r in json.loads(manifest_path.read_text()).get("runs", [])}
+        left = [rid for rid, r in old.items() if r.get("status") in ("running", "pending")]
+        if left:
+            echo(f"jitlab batch: {len(left)} run(s) left unfinished by an earlier batch that was killed; they run again")
     runs, todo = [], []
     for index, params in enumerate(combos):
         rid = _run_id(index, params)
@@ -144,27 +219,63 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
     echo(f"jitlab batch: {notebook.name}: {len(combos)} combinations, {len(combos) - len(todo)} already ok, "
          f"{len(todo)} to run, {parallel} at a time -> {out}")
     if todo:
-        import multiprocessing
-        ctx = multiprocessing.get_context("spawn")   # no fork of a threaded parent (pool, zmq)
-        with ProcessPoolExecutor(max_workers=max(1, parallel), mp_context=ctx) as pool:
-            futures = {}
-            for run in todo:
-                cwd = str(notebook.resolve().parent)
-                if cfg.cwd == "run":
-                    cwd = str((out / run["id"]).resolve())
-                    Path(cwd).mkdir(parents=True, exist_ok=True)
-                run["status"] = "running"
-                futures[pool.submit(_execute, str(notebook), run["output"], run["params"], cfg.kernel, cwd,
-                                    cfg.timeout_s)] = run
-            _write_manifest(manifest_path, manifest)
-            for fut in as_completed(futures):
-                run = futures[fut]
-                run.update(fut.result())
-                _write_manifest(manifest_path, manifest)
-                echo(f"  {run['id']} {run['status']:<6} {run['duration_s']:.1f}s {json.dumps(run['params'], default=str)}"
-                     + (f"\n    {run['error']}" if run["error"] else ""))
+        _run_all(cfg, notebook, out, todo, parallel, manifest, manifest_path, echo)
     ok = sum(r["status"] == "ok" for r in runs)
     manifest["summary"] = {"total": len(runs), "ok": ok, "failed": sum(r["status"] == "failed" for r in runs),
                            "skipped": sum(bool(r.get("skipped")) for r in runs)}
     _write_manifest(manifest_path, manifest)
     return manifest
+
+
+def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], parallel: int, manifest: dict,
+             manifest_path: Path, echo) -> None:
+    """Run ``todo`` at most ``parallel`` at a time, starting each only while the batch is under its spend
+    caps; on SIGTERM / Ctrl-C the unfinished runs are marked failed and the workers stopped."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")   # no fork of a threaded parent (pool, zmq)
+    env = {"JITLAB_SPEND_ROOT": str(out.resolve())}
+    queue, futures = list(todo), {}
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=ctx)
+    try:
+        while queue or futures:
+            while queue and len(futures) < parallel:
+                run = queue.pop(0)
+                reason = _spent(out, cfg)
+                if reason:
+                    run.update(status="failed", error=f"not started: batch {reason}; rerun with a higher cap to resume")
+                    echo(f"  {run['id']} not started: {reason}")
+                    continue
+                cwd = str(notebook.resolve().parent)
+                if cfg.cwd == "run":
+                    cwd = str((out / run["id"]).resolve())
+                    Path(cwd).mkdir(parents=True, exist_ok=True)
+                run["status"] = "running"
+                futures[pool.submit(_execute, str(notebook), run["output"], {**run["params"], **cfg.caps()},
+                                    cfg.kernel, cwd, cfg.timeout_s,
+                                    {**env, "JITLAB_OUT_ROOT": str((out / run["id"]).resolve())})] = run
+            _write_manifest(manifest_path, manifest)
+            if not futures:
+                continue
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for fut in done:
+                run = futures.pop(fut)
+                run.update(fut.result())
+                _write_manifest(manifest_path, manifest)
+                echo(f"  {run['id']} {run['status']:<6} {run['duration_s']:.1f}s {json.dumps(run['params'], default=str)}"
+                     + (f"\n    {run['error']}" if run["error"] else ""))
+    except (_Stopped, KeyboardInterrupt):
+        for run in todo:
+            if run["status"] in ("running", "pending"):
+                run.update(status="failed", error="batch stopped (SIGTERM or Ctrl-C) before this run finished; "
+                                                  "rerun the same command to run it again")
+        _write_manifest(manifest_path, manifest)
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):  # no public way to stop busy workers
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    pool.shutdown()

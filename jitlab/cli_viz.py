@@ -39,7 +39,8 @@ def cmd_batch(args) -> int:
     from jitlab.batch import BatchConfig, run_batch
     manifest = run_batch(BatchConfig(notebook=args.notebook, grid=args.grid, out=args.out, parallel=args.parallel,
                                      kernel=args.kernel, cwd=args.cwd, timeout_s=args.timeout_s,
-                                     rerun_ok=args.rerun_ok))
+                                     rerun_ok=args.rerun_ok, max_cost=args.max_cost,
+                                     max_tokens_total=args.max_tokens_total))
     s = manifest["summary"]
     print(f"jitlab batch: {s['ok']} ok ({s['skipped']} skipped as already ok), {s['failed']} failed of "
           f"{s['total']}; manifest: {args.out}/manifest.json")
@@ -72,4 +73,6 @@ def add_viz_commands(subparsers) -> None:
                    help="kernel working dir: the notebook's folder, or OUT/<run id>/ per run")
     p.add_argument("--timeout-s", type=int, help="per-cell timeout in seconds")
     p.add_argument("--rerun-ok", action="store_true", help="also rerun combinations that finished ok")
+    from jitlab.cli import add_spend_arguments  # the whole batch's cap, passed to each notebook
+    add_spend_arguments(p)
     p.set_defaults(func=cmd_batch)

@@ -86,3 +86,81 @@ def test_notebook_05_grid_of_the_readme(tmp_path):
     assert broken[0]["params"]["suite"] == "no_such_suite" and "unknown suite 'no_such_suite'" in broken[0]["error"]
     for name in ("toy-1", "toy-2", "textworld-1", "textworld-2"):
         assert list((tmp_path / "rec" / name / "figures").glob("fig6_stream_*.png")), name
+
+
+def test_an_unknown_parameter_is_an_error_before_anything_runs(tmp_path):
+    # before: papermill only warned, and the notebook ran with its full defaults
+    nb = _notebook(tmp_path / "tiny.ipynb")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("x: [1, 2]\nfial: [true]\n")
+    out = tmp_path / "batch"
+    with pytest.raises(ConfigError, match=r"parameter\(s\) fial not in the parameters cell of .*tiny.ipynb "
+                                          r"\(it defines: fail, x\)"):
+        run_batch(BatchConfig(notebook=str(nb), grid=str(grid), out=str(out)), echo=lambda *_: None)
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="defines no max_cost parameter"):
+        run_batch(BatchConfig(notebook=str(nb), grid=str(grid), out=str(out), max_cost=1.0),
+                  combos=[{"x": 1}], echo=lambda *_: None)
+
+
+def test_the_repository_notebooks_take_the_spend_caps():
+    import papermill as pm
+
+    from jitlab.paths import repo_root
+    for name in ("00_quickstart", "01_seed_bank", "05_static_vs_streaming", "06_cost_performance"):
+        assert {"max_cost", "max_tokens_total"} <= set(pm.inspect_notebook(str(repo_root() / f"notebooks/{name}.ipynb")))
+
+
+def test_batch_numbers_are_checked():
+    with pytest.raises(ConfigError, match="--parallel must be >= 1, got 0"):
+        BatchConfig(notebook="n.ipynb", parallel=0)
+    with pytest.raises(ConfigError, match="--timeout-s must be >= 1, got -5"):
+        BatchConfig(notebook="n.ipynb", timeout_s=-5)
+
+
+def test_notebook_00_writes_its_run_under_the_batch_out(tmp_path):
+    """Notebook 00 (smoke) through the batch: its run lands in OUT/<id>/runs/, never in the checkout
+    (before: runs/ next to the notebook file), and the batch's spend cap reaches the run."""
+    from jitlab.paths import repo_root
+    notebook = repo_root() / "notebooks" / "00_quickstart.ipynb"
+    before = {p for p in (repo_root() / "notebooks").rglob("run.sqlite")} | set((repo_root() / "runs").rglob("run.sqlite"))
+    out = tmp_path / "batch"
+    cfg = BatchConfig(notebook=str(notebook), out=str(out), parallel=1, max_cost=10.0)
+    manifest = run_batch(cfg, combos=[{"smoke": True, "suite": "toy", "out": "runs/q"}], echo=lambda *_: None)
+    assert manifest["summary"]["ok"] == 1, manifest["runs"][0]["error"]
+    rid = manifest["runs"][0]["id"]
+    summary = json.loads((out / rid / "runs" / "q" / "summary.json").read_text())
+    assert summary["n_episodes"] == 2 and summary["backbone"] == "scripted:pick-hash"
+    after = {p for p in (repo_root() / "notebooks").rglob("run.sqlite")} | set((repo_root() / "runs").rglob("run.sqlite"))
+    assert after == before
+    # the cap is already spent by that run: a further combination does not start, and says why
+    capped = BatchConfig(notebook=str(notebook), out=str(out), parallel=1, max_cost=1e-6)
+    manifest = run_batch(capped, combos=[{"smoke": True, "suite": "toy", "out": "runs/q2"}], echo=lambda *_: None)
+    assert manifest["summary"]["failed"] == 1 and "not started: batch spend cap reached" in manifest["runs"][0]["error"]
+    assert not (out / manifest["runs"][0]["id"] / "runs" / "q2").exists()
+
+
+def test_a_batch_killed_by_timeout_marks_its_runs_failed(tmp_path):
+    import subprocess
+    import sys
+    import time
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("import time\ntime.sleep(120)")]
+    nbformat.write(nb, tmp_path / "slow.ipynb")
+    (tmp_path / "grid.yaml").write_text("x: [1]\n")
+    out = tmp_path / "batch"
+    proc = subprocess.Popen([sys.executable, "-m", "jitlab.cli", "batch", str(tmp_path / "slow.ipynb"), "--grid",
+                             str(tmp_path / "grid.yaml"), "--out", str(out)], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and '"running"' not in ((out / "manifest.json").read_text()
+                                                         if (out / "manifest.json").exists() else ""):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.terminate()                       # what `timeout` sends
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "batch stopped by signal 15" in err and "Traceback" not in err
+    run = json.loads((out / "manifest.json").read_text())["runs"][0]
+    assert run["status"] == "failed" and "batch stopped" in run["error"]
