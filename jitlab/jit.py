@@ -50,7 +50,7 @@ from jitlab.fields import SEED_MAX, check_fields
 from jitlab.runtime import Budget, EpisodeResult, LLMHandle, RunSpend, SpendCapReached, run_episode
 from jitlab.store import FINAL, RunStore, load, summarize
 
-__all__ = ["MODES", "PHASES", "JITConfig", "run_jit", "summarize_jit"]
+__all__ = ["MODES", "PHASES", "JITConfig", "cost_estimate", "run_jit", "summarize_jit"]
 
 MODES = ("static", "streaming")
 PHASES = ("generate", "select", "repair", "execute")
@@ -140,6 +140,29 @@ class JITConfig:
         if self.concurrency < 1 or (self.mode == "streaming" and self.concurrency > 1):
             raise ConfigError(f"--concurrency {self.concurrency}: streaming solves its tasks in order (use 1); "
                               "static mode may solve several at once")
+
+
+def cost_estimate(cfg: JITConfig, tasks: int, smoke_max_tokens: int) -> str:
+    """One line bounding what ``tasks`` new tasks of ``cfg`` may cost ('' when a backbone has no known price).
+    An upper bound from the token budget of every call set of a task: generation (N candidates, and in
+    streaming their regenerations), the judge, N smoke validations, each repair round (repair + revalidation)
+    and the execution episode, all at the dearest price of the backbones used (a set's last call may overrun
+    its budget by one reply)."""
+    from jitlab.runner import known_price
+    names = {cfg.backbone, cfg.judge_backbone or cfg.backbone,
+             cfg.generator[len("code:"):] if cfg.generator.startswith("code:") else cfg.backbone}
+    prices = [known_price(name, cfg.backbone_options) for name in names]
+    if not tasks or any(p is None for p in prices):
+        return ""
+    per_mtok = max(max(p.input_per_mtok, p.output_per_mtok) for p in prices)
+    n = cfg.candidates()
+    regenerations = n * cfg.avoid_retries if cfg.mode == "streaming" else 0
+    per_task = ((n + regenerations) * cfg.gen_max_tokens + (smoke_max_tokens + cfg.gen_max_tokens)
+                + n * smoke_max_tokens + cfg.max_repair_rounds * 2 * (smoke_max_tokens + cfg.gen_max_tokens)
+                + cfg.max_tokens)
+    usd = tasks * per_task * per_mtok / 1e6
+    return (f"estimated cost: at most ${usd:.4f} (upper bound: {tasks} task(s) x {per_task} tokens of call-set budgets "
+            f"at ${per_mtok:g}/Mtok)")
 
 
 def default_out(cfg: JITConfig) -> Path:
@@ -485,6 +508,11 @@ class _JIT:
             print(f"  [{stream_index:>3}] {task.id:<30} {status}: {error[:200]}", flush=True)
 
     def run(self) -> Path:
+        if not self.cfg.quiet:
+            estimate = cost_estimate(self.cfg, sum(self._finished(t) is None for t in self.tasks),
+                                     self.repair_cfg.smoke_max_tokens)
+            if estimate:
+                print(f"  {estimate}", flush=True)
         try:
             if self.cfg.concurrency > 1:   # static only: its tasks do not share a bank update
                 with ThreadPoolExecutor(self.cfg.concurrency) as pool:

@@ -159,3 +159,13 @@ def test_a_grid_cap_counts_every_cell(tmp_path):
     rows = X.run_grid("toy", ["react", "plan_and_execute"], BACKBONE, limit=2, out_root=root, cache=False,
                       max_cost=1.0)
     assert list(rows["n_episodes"]) == [2, 2]
+
+
+def test_jit_estimate_counts_every_call_set():
+    from jitlab.jit import JITConfig, cost_estimate
+    cfg = JITConfig(suite="toy", mode="static", backbone=BACKBONE, n_candidates=2, max_repair_rounds=1,
+                    gen_max_tokens=100, max_tokens=1000)
+    # 2 x 100 generation + (10 + 100) judge + 2 x 10 smoke + 1 x 2 x (10 + 100) repair + 1000 execution = 1550
+    assert cost_estimate(cfg, 2, smoke_max_tokens=10) == ("estimated cost: at most $0.0031 (upper bound: 2 task(s) x "
+                                                          "1550 tokens of call-set budgets at $1/Mtok)")
+    assert cost_estimate(JITConfig(backbone="litellm:openai/no-such-model-anywhere"), 2, 10) == ""
