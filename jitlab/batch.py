@@ -123,9 +123,10 @@ def check_parameters(notebook: str | Path, combos: list[dict], extra: dict | Non
     """ConfigError unless every parameter of every combination (and ``extra``) is defined in the notebook's
     ``parameters`` cell. papermill itself only warns and runs the notebook with its defaults."""
     import papermill as pm
+    from papermill.exceptions import PapermillException
     try:
         known = set(pm.inspect_notebook(str(notebook)))
-    except Exception as exc:  # papermill raises its own and nbformat's errors for a broken notebook file
+    except (OSError, ValueError, PapermillException) as exc:  # nbformat's NotJSONError is a ValueError
         raise ConfigError(f"notebook {notebook} cannot be read: {type(exc).__name__}: {exc}") from exc
     for index, params in enumerate(combos):
         unknown = sorted(set(params) - known)

@@ -73,6 +73,7 @@ def add_viz_commands(subparsers) -> None:
                    help="kernel working dir: the notebook's folder, or OUT/<run id>/ per run")
     p.add_argument("--timeout-s", type=int, help="per-cell timeout in seconds")
     p.add_argument("--rerun-ok", action="store_true", help="also rerun combinations that finished ok")
-    from jitlab.cli import add_spend_arguments  # the whole batch's cap, passed to each notebook
+    # the whole batch's cap, passed to each notebook
+    from jitlab.cli import add_spend_arguments
     add_spend_arguments(p)
     p.set_defaults(func=cmd_batch)

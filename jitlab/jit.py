@@ -47,7 +47,14 @@ from pathlib import Path
 from jitlab.envs.base import get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.fields import SEED_MAX, check_fields
-from jitlab.runtime import Budget, EpisodeResult, LLMHandle, RunSpend, SpendCapReached, run_episode
+from jitlab.runtime import (
+    Budget,
+    EpisodeResult,
+    LLMHandle,
+    RunSpend,
+    SpendCapReached,
+    run_episode,
+)
 from jitlab.store import FINAL, RunStore, load, summarize
 
 __all__ = ["MODES", "PHASES", "JITConfig", "cost_estimate", "run_jit", "summarize_jit"]
@@ -337,7 +344,12 @@ class _JIT:
     # -- one task -----------------------------------------------------------------------------------
     def _choose(self, task, refs, meter: _Meter, stream_index: int) -> _Chosen:
         from jitlab.generate import get_generator, rank
-        from jitlab.repair import dev_task_for, unwritten, validate_and_repair, validate_files
+        from jitlab.repair import (
+            dev_task_for,
+            unwritten,
+            validate_and_repair,
+            validate_files,
+        )
         cfg, public = self.cfg, task.public()
         gen_kwargs = {"strategy": cfg.compose_strategy, "seed": cfg.seed} if cfg.generator == "compose" else {}
         generator = get_generator(cfg.generator, None, **gen_kwargs)

@@ -23,7 +23,15 @@ from pathlib import Path
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import SEED_MAX, check_fields
-from jitlab.runtime import Budget, EpisodeResult, HarnessAgent, LLMHandle, RunSpend, SpendCapReached, run_episode
+from jitlab.runtime import (
+    Budget,
+    EpisodeResult,
+    HarnessAgent,
+    LLMHandle,
+    RunSpend,
+    SpendCapReached,
+    run_episode,
+)
 from jitlab.store import FINAL, RunStore, summarize
 
 __all__ = ["LazyBackbone", "RunConfig", "cost_estimate", "default_out", "known_price", "run"]
