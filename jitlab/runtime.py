@@ -15,6 +15,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 
 from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
+from jitlab.fields import check_fields
 from jitlab.protocol import (
     Completion,
     Context,
@@ -30,9 +31,12 @@ __all__ = ["Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend", "
 @dataclass
 class Budget:
     """Limits of one episode. ``max_steps=None`` uses the task's own ``max_steps``."""
-    max_steps: int | None = None
-    max_tokens: int = 60_000
-    max_wall_s: float = 900.0
+    max_steps: int | None = field(default=None, metadata={"help": "step cap (None: the task's)", "min": 1})
+    max_tokens: int = field(default=60_000, metadata={"help": "backbone tokens of the episode", "min": 1})
+    max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds of the episode", "min_exclusive": 0})
+
+    def __post_init__(self):
+        check_fields(self)  # 0 steps would silently mean "the task's own"; nan would disable the wall limit
 
 
 class SpendCapReached(BudgetExceeded):

@@ -92,3 +92,11 @@ def test_check_number():
         check_number("--x", None)
     with pytest.raises(ConfigError, match=r"--x must be <= 3, got 4"):
         check_number("--x", 4, max=3)
+
+
+def test_an_episode_budget_is_checked_too():
+    from jitlab.runtime import Budget
+    with pytest.raises(ConfigError, match="--max-steps must be >= 1, got 0"):
+        Budget(max_steps=0)
+    with pytest.raises(ConfigError, match="--max-wall-s must be a finite number, got nan"):
+        Budget(max_wall_s=float("nan"))
