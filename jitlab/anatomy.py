@@ -11,7 +11,8 @@
 Nothing is read from ``description.yaml`` except the harness name. How each fact is derived:
 
 - classes: :func:`jitlab.harness.load_harness` (a broken folder is a HarnessError naming the file);
-- library bases: the classes of the MRO defined in ``jitlab.modules.*``; the slot's label is the nearest
+- library bases: the classes of the MRO defined in ``jitlab.modules.*``, or inlined from there into a resolved
+  harness file (the resolver's ``# library: jitlab.modules.<m>.<Name>`` marker); the slot's label is the nearest
   one, else the first line of the class docstring, else the class name. A ``*`` after the label means
   the harness's own class overrides protocol methods or hooks of that library class;
 - config: dataclass fields and public literal class attributes, valued on a fresh instance
@@ -211,8 +212,8 @@ def _flow(slots: dict[str, SlotAnatomy]) -> list[FlowEdge]:
 
 def _analyse(slot: str, role: str, file: str, protocol: dict, cls: type, folder: Path) -> SlotAnatomy:
     methods = _methods(cls)
-    own = [k for k in cls.__mro__ if _in_folder(k, folder)]
-    library = [k for k in cls.__mro__ if k.__module__.startswith("jitlab.modules")]
+    own = [k for k in cls.__mro__ if _in_folder(k, folder) and not _vendored_from(k)]
+    library = [k for k in cls.__mro__ if k.__module__.startswith("jitlab.modules") or _vendored_from(k)]
     label = library[0].__name__ if library else _doc_label(cls)
     overrides = [name for name, (owner, _) in methods.items()
                  if owner in own and (name in protocol or name in HOOKS) and library
@@ -231,10 +232,29 @@ def _analyse(slot: str, role: str, file: str, protocol: dict, cls: type, folder:
         slot=slot, role=role, file=file, class_name=cls.__name__, label=label,
         doc=_first_doc(doc_source),
         bases=[b.__name__ for b in cls.__bases__ if b is not object],
-        library_bases=[f"{k.__module__}.{k.__qualname__}" for k in library],
+        library_bases=[_vendored_from(k) or f"{k.__module__}.{k.__qualname__}" for k in library],
         overrides=overrides, config=config, state=_state(cls, methods, folder, set(config)),
         backbone=walker.calls, hooks=hooks, tools_added=walker.tools_added, tools_emitted=walker.tools_emitted,
         reads=_reads(slot, protocol, methods, walker), constant_output=slot == "P" and _constant_plan(methods))
+
+
+def _vendored_from(klass: type) -> str | None:
+    """``jitlab.modules.<m>.<Name>`` when the class is library code a resolved harness file inlines
+    (the resolver's ``# library:`` marker), else None."""
+    path = _module_file(klass)
+    if path is None or not path.is_file():
+        return None
+    from jitlab.resolve import vendored_names
+    return vendored_names(_read(path)).get(klass.__name__)
+
+
+_TEXT_CACHE: dict[Path, str] = {}
+
+
+def _read(path: Path) -> str:
+    if path not in _TEXT_CACHE:
+        _TEXT_CACHE[path] = path.read_text()
+    return _TEXT_CACHE[path]
 
 
 def _skip(klass: type) -> bool:

@@ -163,6 +163,7 @@ class _Resolver:
         self.seen: set[tuple[str, str]] = set()
         self.bound: dict[str, str] = {}             # name in the resolved file -> "module.name" it stands for
         self.imports: set[tuple[str, str | None, str]] = set()   # (module, name or None, bound name)
+        self.aliases: dict[str, str] = {}           # alias -> vendored name (`import X as _Base`)
 
     def name(self, module: str, name: str, bound: str, depth: int = 0) -> None:
         """Make ``bound`` in the resolved file stand for ``module.name``."""
@@ -178,10 +179,10 @@ class _Resolver:
             return
         index = _index(module, self.sources)
         if name in index.defs:
-            if bound != name:
-                raise ResolveError(f"`import {name} as {bound}` from {module} is not supported; import it by "
-                                   "its own name", file=self.file)
             self._vendor(index.defs[name])
+            if bound != name:  # `from jitlab.modules.x import Name as _Base`: keep the alias the file uses
+                self._claim(bound, f"{module}.{name}")
+                self.aliases[bound] = name
         elif name in index.imports:
             source, original = index.imports[name]
             if original is None:
@@ -279,6 +280,8 @@ def _resolve(text: str, file: str, sources: dict | None) -> str:
         own_imports.append(node)
     head = (docstring + "\n" if docstring else "") + _format_imports(resolver.imports)
     vendored = "\n\n\n".join(f"{_MARKER}{d.module}.{d.name}\n{d.source}" for d in resolver.order)
+    if resolver.aliases:
+        own.insert(0, "\n".join(f"{alias} = {name}" for alias, name in sorted(resolver.aliases.items())))
     parts = [head, f"{_HEADER}\n\n{vendored}", f"{_OWN}\n\n" + "\n\n\n".join(own) if own else _OWN]
     return "\n\n\n".join(parts) + "\n"
 
