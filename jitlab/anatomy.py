@@ -52,7 +52,7 @@ from xml.sax.saxutils import escape
 
 from jitlab.errors import HarnessError
 from jitlab.harness import Harness, load_harness, seed_names
-from jitlab.paths import repo_root
+from jitlab.paths import package_root, repo_root
 from jitlab.protocol import HOOKS, Capability
 from jitlab.tables import markdown_table
 
@@ -174,10 +174,12 @@ class Anatomy:
 
 def _shown_path(folder) -> str:
     """The folder relative to the checkout when inside it, so saved diagrams do not embed a machine path."""
-    try:
-        return str(Path(folder).resolve().relative_to(repo_root()))
-    except ValueError:
-        return str(folder)
+    for root in (repo_root(), package_root().parent):   # a checkout, or site-packages when installed
+        try:
+            return str(Path(folder).resolve().relative_to(root))
+        except ValueError:
+            continue
+    return str(folder)
 
 
 def anatomy(folder_or_name: str | Path | Harness) -> Anatomy:
@@ -291,11 +293,11 @@ def _in_folder(klass: type, folder: Path) -> bool:
 
 
 def _followable(obj, folder: Path) -> bool:
-    """Only code of this repo or the harness folder is followed (not the stdlib or site-packages)."""
+    """Only code of the harness folder or of jitlab is followed (not the stdlib or other site-packages)."""
     path = _module_file(obj)
-    if path is None or "site-packages" in path.parts:
+    if path is None:
         return False
-    return path.is_relative_to(folder) or path.is_relative_to(repo_root())
+    return path.is_relative_to(folder) or path.is_relative_to(package_root())
 
 
 _FN_CACHE: dict[types.FunctionType, tuple[ast.AST, str, int] | None] = {}
@@ -331,7 +333,7 @@ def _is_llm(expr: ast.AST, aliases: set[str]) -> bool:
 
 def _short_path(where: str) -> str:
     path = Path(where)
-    for root in (repo_root(),):
+    for root in (repo_root(), package_root().parent):
         if path.is_relative_to(root):
             return str(path.relative_to(root))
     return path.name

@@ -46,7 +46,7 @@ import yaml
 from jitlab.errors import HarnessError
 
 __all__ = ["LIBRARY_PREFIX", "ResolveError", "regenerate_seeds", "resolve_file", "resolve_files", "resolve_folder",
-           "seed_sources_dir", "vendored_names"]
+           "resolved_or_raw", "seed_sources_dir", "vendored_names"]
 
 LIBRARY_PREFIX = "jitlab.modules"
 # modules whose names a resolved harness may import as they are
@@ -399,6 +399,15 @@ def resolve_files(files: dict[str, str], sources: dict | None = None) -> dict[st
     if "prompt.yaml" in out and any(out[n] != files[n] for n in _RESOLVED_FILES if n in files):
         out["prompt.yaml"] = _with_templates(out["prompt.yaml"], [out[n] for n in _RESOLVED_FILES if n in out])
     return out
+
+
+def resolved_or_raw(files: dict[str, str]) -> dict[str, str]:
+    """``resolve_files(files)``, or the files as they are when they do not resolve (a syntax error, say:
+    whoever loads them reports it)."""
+    try:
+        return resolve_files(files)
+    except ResolveError:
+        return dict(files)
 
 
 def resolve_folder(folder: str | Path, sources: dict | None = None) -> dict[str, str]:

@@ -90,3 +90,11 @@ def test_unresolvable_files_are_named_errors():
                      "memory.py")
     plain = "class Memory:\n    pass\n"
     assert resolve_file(plain) == plain                            # nothing to resolve: unchanged
+
+
+def test_dashboard_diff_compares_resolved_sources(tmp_path):
+    from jitlab.dash.data import harness_diff
+    thin = read_files(seed_sources_dir() / "resum")
+    assert harness_diff(thin, seed_bank_dir() / "resum") == ""          # the same harness, written two ways
+    diff = harness_diff(read_files(seed_sources_dir() / "oagent"), seed_bank_dir() / "resum")
+    assert "class EnsembleVote" in diff and "+from jitlab.modules" not in diff

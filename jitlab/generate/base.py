@@ -94,11 +94,8 @@ class Generator(Protocol):
 def resolved(files: dict[str, str]) -> dict[str, str]:
     """The files with the library code they use written out (:mod:`jitlab.resolve`); a file set that
     does not resolve (a syntax error, say) is returned as it is, for validation to report."""
-    from jitlab.resolve import ResolveError, resolve_files
-    try:
-        return resolve_files(files)
-    except ResolveError:
-        return dict(files)
+    from jitlab.resolve import resolved_or_raw
+    return resolved_or_raw(files)
 
 
 def describe_files(files: dict[str, str]) -> dict:
