@@ -174,6 +174,10 @@ class Anatomy:
 
 def _shown_path(folder) -> str:
     """The folder relative to the checkout when inside it, so saved diagrams do not embed a machine path."""
+    from jitlab.harness import seed_bank_dir
+    folder = Path(folder).resolve()
+    if folder.is_relative_to(seed_bank_dir().resolve()):  # a seed: the path a reader of the repository knows
+        return str(Path("seed_bank") / folder.relative_to(seed_bank_dir().resolve()))
     for root in (repo_root(), package_root().parent):   # a checkout, or site-packages when installed
         try:
             return str(Path(folder).resolve().relative_to(root))
