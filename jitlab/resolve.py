@@ -283,7 +283,7 @@ def _resolve(text: str, file: str, sources: dict | None) -> str:
     if resolver.aliases:
         own.insert(0, "\n".join(f"{alias} = {name}" for alias, name in sorted(resolver.aliases.items())))
     parts = [head, f"{_HEADER}\n\n{vendored}", f"{_OWN}\n\n" + "\n\n\n".join(own) if own else _OWN]
-    return "\n\n\n".join(parts) + "\n"
+    return parts[0] + "\n\n" + "\n\n\n".join(parts[1:]) + "\n"
 
 
 def _is_library(node) -> bool:

@@ -5,7 +5,6 @@ from dataclasses import dataclass
 
 from jitlab.protocol import Capability, Ctx, Directive, View
 
-
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
 
 # library: jitlab.modules.policy.DELEGATE

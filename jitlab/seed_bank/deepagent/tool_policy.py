@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from jitlab.harnesskit import lexical_rank
 from jitlab.protocol import Capability, Ctx, Directive, View
 
-
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
 
 # library: jitlab.modules.policy._latest_observation

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from jitlab.harnesskit import render
 from jitlab.protocol import Capability, Context, Ctx, Decision
 
-
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
 
 # library: jitlab.modules.basic._ACTION_RE

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from jitlab.harnesskit import clip, list_items, render_prompt, user
 from jitlab.protocol import Ctx, Decision, Directive, Observation, View
 
-
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
 
 # library: jitlab.modules.planning._FALLBACK

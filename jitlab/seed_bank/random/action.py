@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from jitlab.protocol import Capability, Context, Ctx, Decision
 
-
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
 
 # library: jitlab.modules.basic._single_text_tool

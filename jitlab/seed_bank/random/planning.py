@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from jitlab.protocol import Ctx, Directive, View
 
-
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
 
 # library: jitlab.modules.basic.NoPlanner

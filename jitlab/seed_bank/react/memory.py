@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 
 from jitlab.protocol import Ctx, Event, View
 
-
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
 
 # library: jitlab.modules.basic.history_text

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from jitlab.harnesskit import clip, parse_subtasks, render_prompt, user
 from jitlab.protocol import Ctx, Decision, Directive, Observation, View
 
-
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
 
 # library: jitlab.modules.planning._ATOMIC_RE
