@@ -54,6 +54,10 @@ _KEPT = ("__future__", "jitlab.protocol", "jitlab.harnesskit")
 # library names replaced by a harnesskit name (the harnesskit version reads prompt.yaml only; the templates
 # the code names are copied into prompt.yaml)
 _SUBSTITUTE = {("jitlab.modules.text", "render_prompt"): ("jitlab.harnesskit", "render_prompt")}
+# library names whose meaning depends on where the library sits: a resolved copy would read the wrong folder
+_REFUSED = {("jitlab.modules.prompting", "render_file"): "use render_prompt(ctx.prompts, key, ...) (the resolver "
+            "copies the library template into prompt.yaml)",
+            ("jitlab.modules.prompting", "TEMPLATE_DIR"): "a resolved harness reads its prompts from prompt.yaml"}
 _RESOLVED_FILES = ("memory.py", "planning.py", "tool_policy.py", "action.py", "hooks.py")
 _MARKER = "# library: "
 _HEADER = ("# ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve "
@@ -177,6 +181,8 @@ class _Resolver:
             self._claim(bound, f"{module}.{name}")
             self.imports.add((module, name, bound))
             return
+        if (module, name) in _REFUSED:
+            raise ResolveError(f"{module}.{name}: {_REFUSED[(module, name)]}", file=self.file, kind="import_error")
         index = _index(module, self.sources)
         if name in index.defs:
             self._vendor(index.defs[name])

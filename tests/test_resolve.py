@@ -88,6 +88,8 @@ def test_unresolvable_files_are_named_errors():
     with pytest.raises(ResolveError, match="history_text"):
         resolve_file("from jitlab.modules.basic import FullHistory\n\n\ndef history_text(e, n):\n    return ''\n",
                      "memory.py")
+    with pytest.raises(ResolveError, match="render_prompt"):
+        resolve_file("from jitlab.modules.prompting import render_file\n", "action.py")
     plain = "class Memory:\n    pass\n"
     assert resolve_file(plain) == plain                            # nothing to resolve: unchanged
 
