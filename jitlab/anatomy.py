@@ -54,6 +54,7 @@ from jitlab.errors import HarnessError
 from jitlab.harness import Harness, load_harness, seed_names
 from jitlab.paths import package_root, repo_root
 from jitlab.protocol import HOOKS, Capability
+from jitlab.resolve import parse_source
 from jitlab.tables import markdown_table
 
 __all__ = ["SLOTS", "Anatomy", "BackboneCall", "FlowEdge", "SlotAnatomy", "anatomy", "save_diagrams",
@@ -312,7 +313,7 @@ def _fn_ast(fn: types.FunctionType):
     if fn not in _FN_CACHE:
         try:
             source = textwrap.dedent(inspect.getsource(fn))
-            node = ast.parse(source).body[0]
+            node = parse_source(source).body[0]
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 raise TypeError("not a def")
             _FN_CACHE[fn] = (node, inspect.getsourcefile(fn) or "?", fn.__code__.co_firstlineno)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import sys
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -45,8 +46,8 @@ import yaml
 
 from jitlab.errors import HarnessError
 
-__all__ = ["LIBRARY_PREFIX", "ResolveError", "regenerate_seeds", "resolve_file", "resolve_files", "resolve_folder",
-           "resolved_or_raw", "seed_sources_dir", "vendored_names"]
+__all__ = ["LIBRARY_PREFIX", "ResolveError", "parse_source", "regenerate_seeds", "resolve_file", "resolve_files",
+           "resolve_folder", "resolved_or_raw", "seed_sources_dir", "vendored_names"]
 
 LIBRARY_PREFIX = "jitlab.modules"
 # modules whose names a resolved harness may import as they are
@@ -65,6 +66,17 @@ _HEADER = ("# ---- library code this harness uses, written out from jitlab/modul
 _OWN = "# ---- the harness's own code ----"
 _TEMPLATES_NOTE = ("# Library prompts the code above uses, copied from jitlab/modules/templates/ by jitlab.resolve "
                    "(a key defined above wins).")
+
+
+_AST_LOCK = threading.Lock()
+
+
+def parse_source(text: str) -> ast.Module:
+    """``ast.parse`` under a process-wide lock: CPython 3.11 builds AST objects with state shared between
+    threads and may raise a spurious "SystemError: AST constructor recursion depth mismatch" when two threads
+    parse at once (python/cpython#106905); JIT generates and hashes candidates in threads."""
+    with _AST_LOCK:
+        return ast.parse(text)
 
 
 class ResolveError(HarnessError):
@@ -104,7 +116,7 @@ def _index(module: str, sources: dict | None) -> _Module:
 
 @lru_cache(maxsize=64)
 def _parse_module(module: str, text: str) -> _Module:
-    tree = ast.parse(text)
+    tree = parse_source(text)
     lines = text.splitlines()
     defs, imports = {}, {}
     for node in tree.body:
@@ -240,7 +252,7 @@ def _resolve_cached(text: str, file: str) -> str:
 
 def _resolve(text: str, file: str, sources: dict | None) -> str:
     try:
-        tree = ast.parse(text)
+        tree = parse_source(text)
     except SyntaxError as exc:
         raise ResolveError(f"syntax error line {exc.lineno}: {exc.msg}", file=file, kind="parse_error") from exc
     library = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) and _is_library(n)]
@@ -342,7 +354,7 @@ def _prompt_keys(text: str) -> list[str]:
     """Keys the code may pass to ``render_prompt(prompts, key, ...)``: the literal keys and, when some call
     passes a computed key (``self._write(view, ctx, "plan")`` -> ``render_prompt(ctx.prompts, kind, ...)``),
     every string literal of the file (the caller keeps only those that name a library template)."""
-    tree = ast.parse(text)
+    tree = parse_source(text)
     keys: dict[str, None] = {}
     computed = False
     for node in ast.walk(tree):

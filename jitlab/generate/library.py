@@ -33,7 +33,7 @@ from pathlib import Path
 
 from jitlab.errors import HarnessError
 from jitlab.generate.base import TEMPLATE_DIR, describe_files, render
-from jitlab.resolve import vendored_names
+from jitlab.resolve import parse_source, vendored_names
 
 __all__ = [
     "BASIC",
@@ -217,7 +217,7 @@ def _library_choice(role: str, text: str) -> Choice | None:
     """The library option a thin-subclass module file uses, with the fields it overrides (also for its
     resolved form, where the library class is inlined above the subclass)."""
     try:
-        tree = ast.parse(text)
+        tree = parse_source(text)  # thread-safe parse (compose generates in threads)
     except SyntaxError:
         return None
     cls_name = ROLES[role][1]
