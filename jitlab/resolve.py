@@ -255,6 +255,8 @@ def _resolve(text: str, file: str, sources: dict | None) -> str:
         tree = parse_source(text)
     except SyntaxError as exc:
         raise ResolveError(f"syntax error line {exc.lineno}: {exc.msg}", file=file, kind="parse_error") from exc
+    except (ValueError, RecursionError) as exc:  # null bytes, absurd nesting
+        raise ResolveError(f"cannot parse: {exc}", file=file, kind="parse_error") from exc
     library = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) and _is_library(n)]
     nested = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and _is_library(n)
               and n not in library]

@@ -83,6 +83,10 @@ def test_aliased_import_keeps_the_alias_and_inherits_the_inlined_class():
 def test_unresolvable_files_are_named_errors():
     with pytest.raises(ResolveError, match="syntax error"):
         resolve_file("from jitlab.modules.basic import FullHistory\nclass Memory(:\n", "memory.py")
+    with pytest.raises(ResolveError, match="null bytes"):
+        resolve_file("from jitlab.modules.basic import FullHistory\n\0", "memory.py")
+    files = {**read_files(seed_sources_dir() / "react"), "memory.py": "x = 1\0\n"}
+    assert len(harness_sha(files)) == 64                            # hashed as written; loading reports the file
     with pytest.raises(ResolveError, match="from jitlab.modules.<module> import"):
         resolve_file("import jitlab.modules.basic\n", "memory.py")
     with pytest.raises(ResolveError, match="history_text"):
