@@ -104,3 +104,18 @@ def test_dashboard_diff_compares_resolved_sources(tmp_path):
     assert harness_diff(thin, seed_bank_dir() / "resum") == ""          # the same harness, written two ways
     diff = harness_diff(read_files(seed_sources_dir() / "oagent"), seed_bank_dir() / "resum")
     assert "class EnsembleVote" in diff and "+from jitlab.modules" not in diff
+
+
+def test_cli_show_and_export_give_the_runnable_resolved_folder(tmp_path, capsys):
+    from jitlab.cli import main
+    from jitlab.harness import load_harness
+    assert main(["harnesses", "show", "resum"]) == 0
+    shown = capsys.readouterr().out
+    assert "# ==== memory.py ====" in shown and "class PeriodicSummaryMemory" in shown
+    assert not [line for line in shown.splitlines() if line.startswith(("from jitlab.modules", "import jitlab.modules"))]
+    assert main(["harnesses", "export", str(seed_sources_dir() / "resum"), "--out", str(tmp_path / "r")]) == 0
+    exported = load_harness(tmp_path / "r")
+    assert exported.sha == load_harness("resum").sha and exported.files == read_files(seed_bank_dir() / "resum")
+    assert main(["harnesses", "export", "resum", "--out", str(tmp_path / "r")]) == 2        # not empty: refused
+    assert "not empty" in capsys.readouterr().err
+    assert main(["harnesses", "regenerate", "--check"]) == 0
