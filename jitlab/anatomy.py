@@ -11,7 +11,8 @@
 Nothing is read from ``description.yaml`` except the harness name. How each fact is derived:
 
 - classes: :func:`jitlab.harness.load_harness` (a broken folder is a HarnessError naming the file);
-- library bases: the classes of the MRO defined in ``jitlab.modules.*``; the slot's label is the nearest
+- library bases: the classes of the MRO defined in ``jitlab.modules.*``, or inlined from there into a resolved
+  harness file (the resolver's ``# library: jitlab.modules.<m>.<Name>`` marker); the slot's label is the nearest
   one, else the first line of the class docstring, else the class name. A ``*`` after the label means
   the harness's own class overrides protocol methods or hooks of that library class;
 - config: dataclass fields and public literal class attributes, valued on a fresh instance
@@ -51,8 +52,9 @@ from xml.sax.saxutils import escape
 
 from jitlab.errors import HarnessError
 from jitlab.harness import Harness, load_harness, seed_names
-from jitlab.paths import repo_root
+from jitlab.paths import package_root, repo_root
 from jitlab.protocol import HOOKS, Capability
+from jitlab.resolve import parse_source
 from jitlab.tables import markdown_table
 
 __all__ = ["SLOTS", "Anatomy", "BackboneCall", "FlowEdge", "SlotAnatomy", "anatomy", "save_diagrams",
@@ -173,10 +175,16 @@ class Anatomy:
 
 def _shown_path(folder) -> str:
     """The folder relative to the checkout when inside it, so saved diagrams do not embed a machine path."""
-    try:
-        return str(Path(folder).resolve().relative_to(repo_root()))
-    except ValueError:
-        return str(folder)
+    from jitlab.harness import seed_bank_dir
+    folder = Path(folder).resolve()
+    if folder.is_relative_to(seed_bank_dir().resolve()):  # a seed: the path a reader of the repository knows
+        return str(Path("seed_bank") / folder.relative_to(seed_bank_dir().resolve()))
+    for root in (repo_root(), package_root().parent):   # a checkout, or site-packages when installed
+        try:
+            return str(Path(folder).resolve().relative_to(root))
+        except ValueError:
+            continue
+    return str(folder)
 
 
 def anatomy(folder_or_name: str | Path | Harness) -> Anatomy:
@@ -211,8 +219,8 @@ def _flow(slots: dict[str, SlotAnatomy]) -> list[FlowEdge]:
 
 def _analyse(slot: str, role: str, file: str, protocol: dict, cls: type, folder: Path) -> SlotAnatomy:
     methods = _methods(cls)
-    own = [k for k in cls.__mro__ if _in_folder(k, folder)]
-    library = [k for k in cls.__mro__ if k.__module__.startswith("jitlab.modules")]
+    own = [k for k in cls.__mro__ if _in_folder(k, folder) and not _vendored_from(k)]
+    library = [k for k in cls.__mro__ if k.__module__.startswith("jitlab.modules") or _vendored_from(k)]
     label = library[0].__name__ if library else _doc_label(cls)
     overrides = [name for name, (owner, _) in methods.items()
                  if owner in own and (name in protocol or name in HOOKS) and library
@@ -231,10 +239,29 @@ def _analyse(slot: str, role: str, file: str, protocol: dict, cls: type, folder:
         slot=slot, role=role, file=file, class_name=cls.__name__, label=label,
         doc=_first_doc(doc_source),
         bases=[b.__name__ for b in cls.__bases__ if b is not object],
-        library_bases=[f"{k.__module__}.{k.__qualname__}" for k in library],
+        library_bases=[_vendored_from(k) or f"{k.__module__}.{k.__qualname__}" for k in library],
         overrides=overrides, config=config, state=_state(cls, methods, folder, set(config)),
         backbone=walker.calls, hooks=hooks, tools_added=walker.tools_added, tools_emitted=walker.tools_emitted,
         reads=_reads(slot, protocol, methods, walker), constant_output=slot == "P" and _constant_plan(methods))
+
+
+def _vendored_from(klass: type) -> str | None:
+    """``jitlab.modules.<m>.<Name>`` when the class is library code a resolved harness file inlines
+    (the resolver's ``# library:`` marker), else None."""
+    path = _module_file(klass)
+    if path is None or not path.is_file():
+        return None
+    from jitlab.resolve import vendored_names
+    return vendored_names(_read(path)).get(klass.__name__)
+
+
+_TEXT_CACHE: dict[Path, str] = {}
+
+
+def _read(path: Path) -> str:
+    if path not in _TEXT_CACHE:
+        _TEXT_CACHE[path] = path.read_text()
+    return _TEXT_CACHE[path]
 
 
 def _skip(klass: type) -> bool:
@@ -271,11 +298,11 @@ def _in_folder(klass: type, folder: Path) -> bool:
 
 
 def _followable(obj, folder: Path) -> bool:
-    """Only code of this repo or the harness folder is followed (not the stdlib or site-packages)."""
+    """Only code of the harness folder or of jitlab is followed (not the stdlib or other site-packages)."""
     path = _module_file(obj)
-    if path is None or "site-packages" in path.parts:
+    if path is None:
         return False
-    return path.is_relative_to(folder) or path.is_relative_to(repo_root())
+    return path.is_relative_to(folder) or path.is_relative_to(package_root())
 
 
 _FN_CACHE: dict[types.FunctionType, tuple[ast.AST, str, int] | None] = {}
@@ -286,7 +313,7 @@ def _fn_ast(fn: types.FunctionType):
     if fn not in _FN_CACHE:
         try:
             source = textwrap.dedent(inspect.getsource(fn))
-            node = ast.parse(source).body[0]
+            node = parse_source(source).body[0]
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 raise TypeError("not a def")
             _FN_CACHE[fn] = (node, inspect.getsourcefile(fn) or "?", fn.__code__.co_firstlineno)
@@ -311,7 +338,7 @@ def _is_llm(expr: ast.AST, aliases: set[str]) -> bool:
 
 def _short_path(where: str) -> str:
     path = Path(where)
-    for root in (repo_root(),):
+    for root in (repo_root(), package_root().parent):
         if path.is_relative_to(root):
             return str(path.relative_to(root))
     return path.name

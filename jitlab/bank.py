@@ -85,6 +85,7 @@ from jitlab.harness import (
     seed_bank_dir,
     seed_names,
 )
+from jitlab.resolve import resolved_or_raw
 
 __all__ = [
     "DEFAULT_BANK_PATH",
@@ -346,6 +347,7 @@ class Bank:
         if missing:
             raise HarnessError(f"harness files lack {', '.join(missing)} (a harness needs {', '.join(HARNESS_FILES)})",
                                file=missing[0], kind="import_error")
+        files = resolved_or_raw(files)  # the bank stores resolved source (library code written out)
         sha = harness_sha(files)
         desc = _description_yaml(files)
         name = name or str(desc.get("name") or sha[:12])

@@ -4,6 +4,7 @@
     jitlab run --suite textworld --harness react --backbone embedded --limit 5
     jitlab show runs/textworld-react-embedded
     jitlab suites | jitlab harnesses
+    jitlab harnesses show resum | jitlab harnesses export resum --out my_resum
 """
 from __future__ import annotations
 
@@ -118,6 +119,32 @@ def cmd_suites(args) -> int:
 
 
 def cmd_harnesses(args) -> int:
+    action = getattr(args, "harness_action", None)
+    if action == "show":
+        from jitlab.resolve import resolve_folder
+        files = resolve_folder(args.name)
+        for name, text in files.items():
+            print(f"# ==== {name} ====\n{text.rstrip()}\n")
+        return 0
+    if action == "export":
+        from pathlib import Path
+
+        from jitlab.errors import ConfigError
+        from jitlab.resolve import resolve_folder
+        files, out = resolve_folder(args.name), Path(args.out)
+        if out.exists() and any(out.iterdir()):
+            raise ConfigError(f"--out {out} exists and is not empty; choose a new folder")
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(text)
+        print(f"wrote {len(files)} files of {args.name} (resolved) to {out}")
+        return 0
+    if action == "regenerate":
+        from jitlab.resolve import regenerate_seeds
+        changed = regenerate_seeds(check=args.check)
+        verb = "out of date" if args.check else "rewritten"
+        print(f"seed_bank/: {', '.join(changed) + ' ' + verb if changed else 'up to date'}")
+        return 1 if (args.check and changed) else 0
     from jitlab.harness import load_harness, seed_names
     for name in seed_names():
         desc = load_harness(name).description
@@ -163,7 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_show)
 
     sub.add_parser("suites", help="list suites, families and split sizes").set_defaults(func=cmd_suites)
-    sub.add_parser("harnesses", help="list seed harnesses with their M/P/F/A").set_defaults(func=cmd_harnesses)
+    p = sub.add_parser("harnesses", help="list seed harnesses with their M/P/F/A; show/export resolved source")
+    p.set_defaults(func=cmd_harnesses)
+    hsub = p.add_subparsers(dest="harness_action")
+    h = hsub.add_parser("show", help="print a harness's resolved source (library code it uses written out)")
+    h.add_argument("name", help="seed name or harness folder")
+    h = hsub.add_parser("export", help="write a harness's resolved, self-contained folder")
+    h.add_argument("name", help="seed name or harness folder")
+    h.add_argument("--out", required=True, help="new (or empty) folder to write")
+    h = hsub.add_parser("regenerate", help="rewrite seed_bank/ from jitlab/seeds/ and the module library")
+    h.add_argument("--check", action="store_true", help="write nothing; exit 1 when seed_bank/ is out of date")
 
     from jitlab.cli_bank import add_bank_commands
     from jitlab.cli_jit import add_jit_commands

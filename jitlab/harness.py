@@ -7,6 +7,12 @@ modules). An optional ``hooks.py`` (class ``Hooks``) holds lifecycle hooks added
 Each class is built with no arguments; configuration lives in class attributes.
 
 ``resolve(name_or_path)`` finds a seed by short name in ``seed_bank/`` or takes a folder path.
+
+Seeds: ``seed_bank/`` (a link to ``jitlab/seed_bank/``, shipped as package data) holds each seed's
+*resolved* source, generated from its library composition in ``jitlab/seeds/`` (see :mod:`jitlab.resolve`).
+
+Identity: ``harness_sha`` hashes the resolved files, so a folder that subclasses library modules and its
+resolved form have the same sha, and a change to library code a harness uses changes its sha.
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from jitlab.errors import HarnessError, UnknownName
-from jitlab.paths import repo_root
+from jitlab.paths import package_root
 
 __all__ = ["MODULE_FILES", "Harness", "harness_sha", "load_harness", "read_files", "resolve", "seed_names"]
 
@@ -38,7 +44,8 @@ HARNESS_FILES = tuple(MODULE_FILES) + YAML_FILES
 
 
 def seed_bank_dir() -> Path:
-    return repo_root() / "seed_bank"
+    """The resolved seeds: ``jitlab/seed_bank/`` (``seed_bank/`` in a checkout links to it)."""
+    return package_root() / "seed_bank"
 
 
 def seed_names() -> list[str]:
@@ -70,8 +77,16 @@ def read_files(folder: str | Path) -> dict[str, str]:
     return {name: (folder / name).read_text() for name in names}
 
 
-def harness_sha(files: dict[str, str]) -> str:
-    """sha256 over the sorted file names and contents: a harness's identity."""
+def harness_sha(files: dict[str, str], sources: dict | None = None) -> str:
+    """sha256 over the sorted file names and contents of the *resolved* files: a harness's identity.
+
+    A folder that does not resolve (a syntax error, say) is hashed as it is; it cannot run anyway.
+    ``sources`` replaces library module sources (see :func:`jitlab.resolve.resolve_files`)."""
+    from jitlab.resolve import ResolveError, resolve_files
+    try:
+        files = resolve_files(files, sources)
+    except ResolveError:
+        pass
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
@@ -127,7 +142,10 @@ def load_harness(name_or_path: str | Path) -> Harness:
 def _load(folder: Path) -> Harness:
     files = read_files(folder)
     sha = harness_sha(files)
-    package = f"_jitlab_harness_{sha[:16]}"
+    # keyed by the folder and its files as written: a library-composed folder and its resolved form share
+    # a sha but are different modules
+    raw = hashlib.sha256(str(folder).encode() + b"\0" + "\0".join(f"{k}\0{v}" for k, v in sorted(files.items())).encode())
+    package = f"_jitlab_harness_{raw.hexdigest()[:16]}"
     if package not in sys.modules:
         pkg = types.ModuleType(package)
         pkg.__path__ = [str(folder)]

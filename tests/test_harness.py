@@ -62,7 +62,8 @@ def test_sha_changes_with_content(react_copy):
 def test_threads_loading_one_folder_get_whole_modules(react_copy):
     # a slow import: without the loader's lock a second thread finds memory.py half run (no class yet)
     memory = react_copy / "memory.py"
-    memory.write_text("import time\ntime.sleep(0.3)\n" + memory.read_text())
+    memory.write_text(memory.read_text().replace("from __future__ import annotations\n",
+                                                 "from __future__ import annotations\nimport time\ntime.sleep(0.3)\n", 1))
     with ThreadPoolExecutor(4) as pool:
         loaded = list(pool.map(load_harness, [react_copy] * 4))
     assert {h.classes["memory"].__name__ for h in loaded} == {"Memory"}

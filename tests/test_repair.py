@@ -17,6 +17,7 @@ from jitlab.repair import (
     validate_and_repair,
     validate_files,
 )
+from jitlab.resolve import resolve_file
 from jitlab.runtime import Budget, LLMHandle
 
 GOOD_ACTION = '''from jitlab.modules.basic import ReActAction
@@ -100,7 +101,8 @@ def test_syntax_error_fixed_in_one_round(toy, config, tmp_path):
     assert "parse_error" in calls[0] and "action.py" in calls[0]      # the diagnostic reached the repair prompt
     rows = log.read()
     assert len(rows) == 1 and rows[0]["outcome"] == "fixed" and rows[0]["diagnostic"]["kind"] == "parse_error"
-    assert rows[0]["broken_files"]["action.py"] == SYNTAX_ERROR and rows[0]["fixed_files"]["action.py"] == GOOD_ACTION
+    assert rows[0]["broken_files"]["action.py"] == SYNTAX_ERROR                  # does not parse: kept as written
+    assert rows[0]["fixed_files"]["action.py"] == resolve_file(GOOD_ACTION, "action.py")   # stored resolved
 
 
 def test_interface_mismatch_fixed_in_the_second_round(toy, config, tmp_path):

@@ -133,9 +133,12 @@ def _read_folder(folder: Path) -> dict[str, str]:
 
 
 def harness_diff(harness: Path | dict, reference: Path | dict, max_lines: int = DIFF_MAX_LINES) -> str:
-    """Unified diff of every file, reference -> harness (folders or {file: text}; '' when identical)."""
-    new = harness if isinstance(harness, dict) else _read_folder(harness)
-    old = reference if isinstance(reference, dict) else _read_folder(reference)
+    """Unified diff of every file, reference -> harness (folders or {file: text}; '' when identical).
+    Both sides are compared as resolved source (library code they use written out, jitlab.resolve), so a
+    thin subclass and its reference differ in code, not in import lines."""
+    from jitlab.resolve import resolved_or_raw
+    new = resolved_or_raw(harness if isinstance(harness, dict) else _read_folder(harness))
+    old = resolved_or_raw(reference if isinstance(reference, dict) else _read_folder(reference))
     lines: list[str] = []
     for name in sorted(set(new) | set(old)):
         a = old.get(name, "").splitlines(keepends=True)

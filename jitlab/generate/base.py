@@ -9,6 +9,10 @@
 Generators see only ``TaskSpec.public()`` (a dict: id, suite, family, description, tools, max_steps),
 never ``TaskSpec.data``: the signature takes the dict, so the private part cannot leak in.
 Prompts are Jinja template files in ``jitlab/generate/templates`` rendered with StrictUndefined.
+
+A ``Candidate``'s files are its *resolved* source (``resolved``): a generator may write a file that
+subclasses the module library, but the candidate stores, runs and hashes the file with that library code
+written out, and references and repair prompts show resolved source, never bare import lines.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ __all__ = [
     "get_generator",
     "prompt_hash",
     "render",
+    "resolved",
 ]
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -65,6 +70,10 @@ class Candidate:
     logprob: float | None = None
     meta: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        # a candidate may subclass library modules; what is stored, run and hashed is its resolved source
+        self.files = resolved(self.files)
+
     @property
     def sha(self) -> str:
         return harness_sha(self.files)
@@ -80,6 +89,13 @@ class Generator(Protocol):
 
     def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate: ...
     def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate: ...
+
+
+def resolved(files: dict[str, str]) -> dict[str, str]:
+    """The files with the library code they use written out (:mod:`jitlab.resolve`); a file set that
+    does not resolve (a syntax error, say) is returned as it is, for validation to report."""
+    from jitlab.resolve import resolved_or_raw
+    return resolved_or_raw(files)
 
 
 def describe_files(files: dict[str, str]) -> dict:

@@ -13,10 +13,14 @@ taken from the nearest reference, and ``description.yaml``'s lineage says which,
 can still be validated (and repaired). Candidate ``i > 0`` samples (temperature, seed ``i``).
 
 ``repair`` shows the broken files and the diagnostic (``code_repair.j2``); files missing from the
-reply stay as they were.
+reply stay as they were. References and the broken files are shown as resolved source (the library code
+they use written out), so the backbone reads real code, not import lines.
 
 Caveats: a 135M backbone rarely writes a parseable block; its candidates then fall back to the nearest
 reference entirely, which ``meta["parsed_files"]`` and ``meta["fallback_files"]`` make visible.
+A resolved reference is long (5,000-25,000 characters for the seeds, against ~2,000 for their thin
+library-composed form): with a small-context backbone, keep ``code_references`` at 1, since the embedded
+backend keeps a prompt's last tokens when it is longer than the context.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from jitlab.generate.base import (
     describe_files,
     prompt_hash,
     render,
+    resolved,
 )
 from jitlab.generate.blocks import format_blocks, parse_blocks
 from jitlab.harness import HARNESS_FILES
@@ -61,7 +66,7 @@ class CodeGenerator:
 
     def messages(self, task: dict, references: list[Reference]) -> list[dict]:
         refs = [{"name": r.name, "description": r.description,
-                 "code": format_blocks(r.files) if i < self.config.code_references else ""}
+                 "code": format_blocks(resolved(r.files)) if i < self.config.code_references else ""}
                 for i, r in enumerate(references)]
         return [{"role": "system", "content": self._system()},
                 {"role": "user", "content": render("code_user.j2", task=task, references=refs)}]
@@ -87,7 +92,7 @@ class CodeGenerator:
     def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate:
         llm = llm or self.llm
         messages = [{"role": "system", "content": self._system()},
-                    {"role": "user", "content": render("code_repair.j2", task=task, files=format_blocks(candidate.files),
+                    {"role": "user", "content": render("code_repair.j2", task=task, files=format_blocks(resolved(candidate.files)),
                                                        diagnostic=_diag(diagnostic))}]
         reply = llm.chat(messages, max_new_tokens=self.config.repair_max_new_tokens).text
         parsed = parse_blocks(reply)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from jitlab.errors import HarnessError
 from jitlab.generate.base import TEMPLATE_DIR, describe_files, render
+from jitlab.resolve import parse_source, vendored_names
 
 __all__ = [
     "BASIC",
@@ -213,18 +214,23 @@ def role_of_file(file: str | None, traceback: str = "") -> str | None:
 
 # -- reading a harness back into choices ---------------------------------------------------------------
 def _library_choice(role: str, text: str) -> Choice | None:
-    """The library option a thin-subclass module file uses, with the fields it overrides."""
+    """The library option a thin-subclass module file uses, with the fields it overrides (also for its
+    resolved form, where the library class is inlined above the subclass)."""
     try:
-        tree = ast.parse(text)
+        tree = parse_source(text)  # thread-safe parse (compose generates in threads)
     except SyntaxError:
         return None
     cls_name = ROLES[role][1]
-    imports: dict[str, str] = {}
+    # library classes the file imports, or inlines (a resolved file: the resolver's `# library:` markers)
+    imports = {n: ":".join(d.rsplit(".", 1)) for n, d in vendored_names(text).items()}
     target = None
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jitlab.modules"):
             for alias in node.names:
                 imports[alias.asname or alias.name] = f"{node.module}:{alias.name}"
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Name) and node.value.id in imports:  # `_Base = ReActAction`
+            imports[node.targets[0].id] = imports[node.value.id]
         elif isinstance(node, ast.ClassDef) and node.name == cls_name:
             target = node
     if target is None or len(target.bases) != 1 or not isinstance(target.bases[0], ast.Name):

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 from jitlab.modules.basic import RandomAction, ReActAction, parse_react, to_decision
 from jitlab.modules.policy import DELEGATE, SubAgent
-from jitlab.modules.prompting import render_file
 from jitlab.modules.text import clip, meaningful, normalize, render_prompt, user
 from jitlab.protocol import Context, Ctx, Decision, Observation
 
@@ -71,7 +70,7 @@ class _Sampled(ReActAction):
     def sample(self, context: Context, ctx: Ctx, i: int, **extra) -> tuple[str, str, Decision]:
         messages = step_messages(context, ctx, self.max_candidates, **extra)
         if self.k > 1:
-            messages[-1]["content"] += "\n" + render_file("sample_note.j2", sample=i + 1, samples=self.k)
+            messages[-1]["content"] += "\n" + render_prompt(ctx.prompts, "sample_note", sample=i + 1, samples=self.k)
         params = {"max_new_tokens": self.max_new_tokens, "stop": ["\nObservation"]}
         if i > 0:
             params.update(temperature=self.temperature, seed=i)

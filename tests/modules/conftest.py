@@ -12,10 +12,10 @@ import yaml
 from jitlab.envs.toy import ToySuite
 from jitlab.llm.scripted import ScriptedBackbone, listed_options
 from jitlab.modules.basic import FullHistory, FullRegistry, NoPlanner, ReActAction
-from jitlab.paths import repo_root
+from jitlab.harness import seed_bank_dir
 from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
 
-REACT_PROMPTS = yaml.safe_load((repo_root() / "seed_bank" / "react" / "prompt.yaml").read_text())
+REACT_PROMPTS = yaml.safe_load((seed_bank_dir() / "react" / "prompt.yaml").read_text())
 
 
 def last_user(messages):

@@ -1,8 +1,12 @@
 """The 13 seed harnesses: load, describe themselves, and run on every suite with scripted TEST DOUBLES."""
+import ast
+import sys
+
 import pytest
 
 from jitlab.envs import get_suite
-from jitlab.harness import load_harness, seed_names
+from jitlab.harness import harness_sha, load_harness, read_files, seed_bank_dir, seed_names
+from jitlab.resolve import regenerate_seeds, resolve_files, seed_sources_dir
 from jitlab.llm.scripted import get_scripted
 from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
 
@@ -39,14 +43,82 @@ def test_seed_description_names_paper_and_modules(name):
 
 
 @pytest.mark.parametrize("name", SEEDS)
-def test_seed_files_are_thin(name):
-    h = load_harness(name)
+def test_seed_sources_are_thin_and_the_bank_holds_their_resolved_code(name):
+    source = read_files(seed_sources_dir() / name)
     for file in ("memory.py", "planning.py", "tool_policy.py", "action.py"):
-        text = h.files[file]
-        assert "from jitlab.modules." in text and len(text.splitlines()) <= 15, file
+        assert "from jitlab.modules." in source[file] and len(source[file].splitlines()) <= 15, file
+    h = load_harness(name)
+    assert h.folder == seed_bank_dir() / name
+    for file in ("memory.py", "planning.py", "tool_policy.py", "action.py"):
+        assert "jitlab.modules" not in _imported_modules(h.files[file]), file
+        assert _imported_modules(h.files[file]) <= ALLOWED_IMPORTS, file
     assert {"system", "step"} <= set(h.prompts)
 
 
+def _imported_modules(text: str) -> set[str]:
+    """Every module a file imports (at any depth: imports inside functions count)."""
+    out = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return {m if m.startswith("jitlab") else m.split(".")[0] for m in out}
+
+
+ALLOWED_IMPORTS = set(sys.stdlib_module_names) | {"jitlab.protocol", "jitlab.harnesskit"}
+
+
+def test_checked_in_seeds_are_up_to_date():
+    stale = regenerate_seeds(check=True)
+    assert not stale, (f"seed_bank/ is out of date for {', '.join(stale)}: the library or jitlab/seeds changed; "
+                       "run `jitlab harnesses regenerate` and commit seed_bank/")
+
+
+def test_resolution_is_deterministic_and_idempotent():
+    for name in SEEDS:
+        source = read_files(seed_sources_dir() / name)
+        first, second = resolve_files(source), resolve_files(dict(source))
+        assert first == second and resolve_files(first) == first, name
+        assert harness_sha(source) == harness_sha(first), name
+
+
+def test_resolved_prompt_yaml_carries_the_library_templates_it_uses():
+    prompts = load_harness("resum").prompts
+    assert "summary" in prompts and "Evidence:" in prompts["summary"]
+    assert "summary" not in load_harness("react").prompts      # no code of react renders it
+
+
+def _record(folder, suite_name, n=2):
+    """Episodes (step records, result) and every backbone request (chat and score) of ``n`` dev tasks."""
+    suite = get_suite(suite_name)
+    harness = load_harness(folder)
+    episodes, requests = [], []
+    for spec in suite.tasks("dev")[:n]:
+        backbone = get_scripted("pick-hash")
+        chat, score = backbone.chat, backbone.score
+        backbone.chat = lambda messages, **params: requests.append(("chat", messages, params)) or chat(messages, **params)
+        backbone.score = lambda messages, cands: requests.append(("score", messages, cands)) or score(messages, cands)
+        llm = LLMHandle(backbone, Budget())
+        steps = []
+        env = suite.make_env(spec)
+        try:
+            result = run_episode(env, HarnessAgent(harness, llm), llm, Budget(), on_step=steps.append)
+        finally:
+            env.close()
+        episodes.append(([{k: v for k, v in s.items() if "wall" not in k and "latency" not in k} for s in steps],
+                         {k: v for k, v in result.as_dict().items() if k != "wall_s"}))
+    return episodes, requests
+
+
+@pytest.mark.parametrize("suite", ["textworld", "babyai", "dbbench"])
+def test_resolved_seeds_behave_like_their_library_composition(suite):
+    """pick-hash (not pick-first: it ignores memory and planning output) on 2 dev tasks: the resolved seed
+    and the library-composed seed make the same decisions from the same prompts."""
+    for name in SEEDS:
+        composed = _record(seed_sources_dir() / name, suite)
+        resolved = _record(seed_bank_dir() / name, suite)
+        assert resolved[1] and resolved == composed, name
 @pytest.mark.parametrize("name", SEEDS)
 def test_seed_runs_toy_tasks(name):
     for r in _run(name, "toy"):

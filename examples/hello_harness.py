@@ -1,0 +1,71 @@
+"""Hello, harness: the four modules of a harness written from scratch against jitlab.protocol, run on the toy suite.
+
+    python examples/hello_harness.py                          # scripted:pick-hash, a deterministic TEST DOUBLE
+    python examples/hello_harness.py --backbone embedded      # the embedded SmolLM2 model (CPU)
+
+A harness is four objects: Memory (events -> view), Planner (view -> directive), CapabilityPolicy (which tools
+to expose) and Action (context -> the next tool call). They call the backbone only through ``ctx.llm``.
+Saved as a folder (memory.py, planning.py, tool_policy.py, action.py, prompt.yaml, description.yaml), the same
+classes run with ``jitlab run --harness path/to/folder``; the seeds in seed_bank/ are bigger examples.
+"""
+import argparse
+import re
+from types import SimpleNamespace
+
+from jitlab.protocol import Decision, Directive, View
+
+
+class Memory:                                   # M: the last few events, as text
+    def reset(self, ctx): self.events = []
+    def update(self, event, ctx): self.events.append(f"{event.kind}: {event.content}")
+    def view(self, ctx): return View("\n".join(self.events[-6:]))
+
+
+class Planner:                                  # P: one fixed directive
+    def reset(self, ctx): pass
+    def plan(self, view, ctx): return Directive("Reach the goal; do not repeat a command that changed nothing.")
+
+
+class CapabilityPolicy:                         # F: every tool of the task
+    def reset(self, ctx): pass
+    def select(self, directive, view, registry, ctx): return list(registry)
+
+
+class Action:                                   # A: ask the backbone, map its reply onto an admissible command
+    def reset(self, ctx): pass
+
+    def act(self, context, ctx):
+        options = context.observation.candidates
+        prompt = (f"{context.task.description}\n{context.view.text}\n{context.directive.text}\nCommands:\n"
+                  + "".join(f"- {c}\n" for c in options) + "Reply 'Action: <command>'.")
+        reply = ctx.llm.chat([{"role": "user", "content": prompt}], max_new_tokens=32).text
+        said = (re.findall(r"Action:\s*(.+)", reply) or [""])[0].strip()
+        command = next((c for c in options if c.lower() == said.lower()), options[0] if options else said)
+        return Decision(context.capabilities[0].name, {"command": command}, thought=reply)
+
+
+def main(argv=None) -> list:
+    from jitlab.envs import get_suite
+    from jitlab.llm.base import get_backbone
+    from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backbone", default="scripted:pick-hash")
+    parser.add_argument("--limit", type=int, default=3)
+    args = parser.parse_args(argv)
+    harness = SimpleNamespace(prompts={}, build=lambda: {"memory": Memory(), "planner": Planner(),
+                                                         "policy": CapabilityPolicy(), "action": Action()})
+    suite, backbone, results = get_suite("toy"), get_backbone(args.backbone), []
+    for task in suite.tasks("dev")[: args.limit]:
+        llm = LLMHandle(backbone, Budget())
+        env = suite.make_env(task)
+        try:
+            result = run_episode(env, HarnessAgent(harness, llm), llm, Budget())
+        finally:
+            env.close()
+        print(f"{task.id}: {result.status} success={result.success} steps={result.steps} tokens={llm.tokens}")
+        results.append(result)
+    return results
+
+
+if __name__ == "__main__":
+    main()
