@@ -223,7 +223,7 @@ class _JIT:
             from jitlab.store import set_aside
             set_aside(self.out / "bank.sqlite")
             set_aside(self.out / "repairs.jsonl")
-        self.bank = Bank.create(self.out / "bank.sqlite", seeds=True,
+        self.bank = Bank.create(self.out / "bank.sqlite", seeds=True, exclusive=True,
                                 config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric))
         self.run_key = str(self.out.resolve())
         exec_bb = LazyBackbone(cfg.backbone, cfg.backbone_options)
