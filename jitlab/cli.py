@@ -146,7 +146,8 @@ def _oserror_line(exc: OSError) -> str:
     where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f) or "a file jitlab read or wrote"
     todo = {errno.ENOSPC: "free space, then rerun the same command (a run resumes where it stopped)",
             errno.EACCES: "check its permissions or choose another path", errno.EPERM: "choose another path",
-            errno.EROFS: "choose a path on a writable file system", errno.ENOTDIR: "a parent of it is a file; choose "
+            errno.EROFS: "choose a path on a writable file system", errno.EEXIST: "something is in the way; "
+            "choose another path", errno.ENOTDIR: "a parent of it is a file; choose "
             "another path", errno.EISDIR: "it is a directory; pass a file", errno.ENOENT: "check the path"}
     return f"{where}: {exc.strerror or exc}" + (f"; {todo[exc.errno]}" if exc.errno in todo else "")
 

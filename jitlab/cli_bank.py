@@ -73,9 +73,9 @@ def cmd_bank_frontier(args) -> int:
 
 
 def cmd_bank_export(args) -> int:
+    from jitlab.store import make_dir
     bank = _open(args)
-    out = Path(args.dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_dir(args.dir, "export folder")
     index = []
     for e in bank.entries():
         folder = f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', e.name)[:40]}-{e.sha[:10]}"

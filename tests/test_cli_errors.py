@@ -235,3 +235,20 @@ def test_bank_show_on_an_empty_or_corrupt_bank_changes_nothing(tmp_path, capsys,
         err = _one_line_error(capsys, ["bank", cmd, "--bank", str(path)], str(path))
         assert "fresh harness bank" not in err
     assert _tree(tmp_path) == before
+
+
+def test_the_cli_backstop_turns_an_oserror_into_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("runs:\n  - {}\n")
+    notebook = str(REPO / "notebooks" / "00_quickstart.ipynb")
+    _one_line_error(capsys, ["batch", notebook, "--grid", str(grid), "--out", "/etc/hostname"], "/etc/hostname")
+    monkeypatch.setenv("JITLAB_DEBUG", "1")                 # and the traceback is there when asked for
+    with pytest.raises(OSError):
+        main(["batch", notebook, "--grid", str(grid), "--out", "/etc/hostname"])
+
+
+def test_bank_export_into_a_file_is_one_line(tmp_path, capsys):
+    from jitlab.bank import Bank, BankConfig
+    Bank(tmp_path / "bank.sqlite", config=BankConfig(retrieval="bm25")).close()
+    _one_line_error(capsys, ["bank", "export", "/etc/hostname", "--bank", str(tmp_path / "bank.sqlite")],
+                    "/etc/hostname", "is a file")
