@@ -136,6 +136,9 @@ class WriterLock:
             fh.seek(0)
             holder = fh.read().strip() or "unknown"
             fh.close()
+            if holder == str(os.getpid()):  # e.g. a notebook still holding an unclosed RunStore
+                raise RunLocked(f"{what} is already open for writing in this process (PID {holder}; lock file "
+                                f"{self.path}); close the other RunStore/Bank first, or restart the Python session") from None
             raise RunLocked(f"{what} is being written by another process (PID {holder}; lock file {self.path}); "
                             "wait for it to finish or stop it, or use another --out") from None
         except OSError as exc:
