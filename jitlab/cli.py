@@ -156,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import os
     import sqlite3
+    import warnings
 
     from jitlab.errors import JitlabError
+    shown = warnings.formatwarning  # jitlab's warnings (a cache or bank moved aside) as one line each
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"jitlab: warning: {message}\n"
     try:
         return args.func(args)
     except JitlabError as exc:
@@ -173,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             "(the old file is kept beside it); if it is the replay cache, delete $JITLAB_HOME/replay.sqlite")
         print(f"jitlab: error: {line} (JITLAB_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
+    finally:
+        warnings.formatwarning = shown
 
 
 if __name__ == "__main__":

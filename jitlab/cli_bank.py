@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from pathlib import Path
 
 __all__ = ["add_bank_commands", "cmd_bank_export", "cmd_bank_frontier", "cmd_bank_show"]
 

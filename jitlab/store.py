@@ -127,7 +127,7 @@ class WriterLock:
     def __init__(self, path: str | Path, what: str):
         self.path = Path(path)
         try:
-            fh = open(self.path, "a+")
+            fh = open(self.path, "a+")  # noqa: SIM115 -- held open for the lock's whole life, closed by release()
         except OSError as exc:
             raise storage_error(self.path, exc) from exc
         try:

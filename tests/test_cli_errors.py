@@ -70,7 +70,7 @@ def test_a_second_process_on_the_same_out_is_refused_naming_the_holder(tmp_path,
     argv = [sys.executable, "-m", "jitlab.cli", *cmd]
     first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
     _wait_for_lock(out, first)
-    second = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=120)
+    second = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=120, check=False)
     assert first.wait(timeout=300) == 0, first.stderr.read()
     first.stderr.close()
     err = second.stderr.strip().splitlines()
@@ -80,7 +80,7 @@ def test_a_second_process_on_the_same_out_is_refused_naming_the_holder(tmp_path,
     assert len(counts) == n and set(counts.values()) == {1}                  # nothing double-counted
     assert json.loads((out / "summary.json").read_text())["n_episodes"] == n
     # the lock went with its holder: the same command now resumes (and adds nothing)
-    assert subprocess.run(argv, capture_output=True, env=_env(), timeout=300).returncode == 0
+    assert subprocess.run(argv, capture_output=True, env=_env(), timeout=300, check=False).returncode == 0
     assert _finals(out) == counts
 
 
