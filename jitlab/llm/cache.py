@@ -14,6 +14,7 @@ found when it is read, not when the file is opened.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -50,6 +51,7 @@ class ReplayCache:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._inode: int | None = None
         self.quarantined: Path | None = None   # where a damaged file was moved, if it was
         self.disabled: str | None = None       # why the cache is off for this process, if it is
         with self._lock:
@@ -58,6 +60,7 @@ class ReplayCache:
     def _connect(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._inode = self.path.stat().st_ino  # which file we opened (another process may replace it)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
         self._db.commit()
@@ -90,6 +93,11 @@ class ReplayCache:
 
     def _quarantine(self, exc: Exception) -> None:
         self._close()
+        with contextlib.suppress(FileNotFoundError):
+            if self.path.stat().st_ino != self._inode:  # another process already moved it aside: use its fresh one
+                self.quarantined = self.path
+                self._connect()
+                return
         target = self.path.with_name(f"{self.path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{self.path.suffix}")
         for suffix in ("", "-wal", "-shm"):
             if Path(f"{self.path}{suffix}").exists():

@@ -112,3 +112,18 @@ def test_cache_file_with_a_bad_header_is_replaced(tmp_path):
     assert not llm.chat(MESSAGES).cached and llm.chat(MESSAGES).cached
     assert cache.quarantined.read_bytes() == b"this is not SQLite at all" * 50
 
+
+
+def test_a_second_process_does_not_quarantine_the_fresh_cache_of_the_first(tmp_path):
+    import pytest
+    path = tmp_path / "replay.sqlite"
+    _fill(path, n=300)
+    first, second = ReplayCache(path), ReplayCache(path)       # two processes sharing $JITLAB_HOME
+    _damage_pages(path)                                          # (same inode: both see the damage)
+    with pytest.warns(CacheQuarantined, match="moved to"):
+        assert first.get("no-such-key") is None
+    fresh = path.stat().st_ino
+    first.put("k", [1.0], kind="score")
+    assert second.get("k", kind="score") == [1.0]                 # the second notices, moves nothing, reads it
+    assert path.stat().st_ino == fresh and first.get("k", kind="score") == [1.0]
+    assert len(list(tmp_path.glob("replay.corrupt-*.sqlite"))) == 1
