@@ -95,7 +95,6 @@ class ReplayCache:
         self._close()
         with contextlib.suppress(FileNotFoundError):
             if self.path.stat().st_ino != self._inode:  # another process already moved it aside: use its fresh one
-                self.quarantined = self.path
                 self._connect()
                 return
         target = self.path.with_name(f"{self.path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{self.path.suffix}")
