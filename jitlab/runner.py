@@ -137,10 +137,10 @@ def run(cfg: RunConfig) -> Path:
     out = Path(cfg.out) if cfg.out else default_out(cfg)
     harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite)
     backbone = LazyBackbone(cfg.backbone, cfg.backbone_options)
-    store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)
     budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
     from jitlab.llm.cache import default_cache
     cache = default_cache() if cfg.cache else None
+    store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
 
     def one(task) -> None:
         for _ in range(cfg.retries + 1):

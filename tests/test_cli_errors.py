@@ -59,12 +59,12 @@ def _wait_for_lock(out: Path, proc, timeout=60.0) -> None:
 def test_a_second_process_on_the_same_out_is_refused_naming_the_holder(tmp_path, kind):
     out = tmp_path / kind
     if kind == "run":
-        cmd = [*RUN, "--backbone-option", "delay_s=0.03", "--limit", "10", "--out", str(out)]
+        cmd = [*RUN, "--backbone-option", "delay_s=0.1", "--limit", "10", "--out", str(out)]   # ~8 s: time to collide
         n = 10
     else:
         from jitlab.sandbox import probe
         cmd = ["jit", "--suite", "toy", "--mode", "streaming", "--backbone", "scripted:pick-hash", "--backbone-option",
-               "delay_s=0.02", "--limit", "4", "--retrieval", "bm25", "--smoke-steps", "2", "--no-cache", "--quiet",
+               "delay_s=0.05", "--limit", "4", "--retrieval", "bm25", "--smoke-steps", "2", "--no-cache", "--quiet",
                "--out", str(out)] + ([] if probe()[0] else ["--allow-unisolated"])
         n = 4
     argv = [sys.executable, "-m", "jitlab.cli", *cmd]
