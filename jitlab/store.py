@@ -338,6 +338,9 @@ def load(run_dir: str | Path) -> dict:
             db.close()
         config = json.loads(meta.get("config", "{}"))
     except (sqlite3.DatabaseError, pd.errors.DatabaseError, json.JSONDecodeError) as exc:
+        if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
+            raise StorageError(f"{path} cannot be opened for reading ({exc}); check the permissions of "
+                               f"{path.parent}") from exc
         raise StorageError(f"{path} is corrupt or not a jitlab run database ({exc}); restore it, or rerun with "
                            "--new-run to start over (the damaged file is kept beside the new one)") from exc
     episodes = frames["episodes"]
