@@ -20,6 +20,7 @@ open the database read-only and never change it.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -242,6 +243,15 @@ class RunStore:
                     raise storage_error(store.path, exc) from exc
         return _Tx()
 
+    @contextlib.contextmanager
+    def _read(self):
+        """A read under the lock; a damaged page found mid-run is the file's problem, named as such."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.DatabaseError as exc:
+                raise storage_error(self.path, exc) from exc
+
     def _recover(self) -> None:
         """Episodes left ``running`` by a killed process become ``interrupted`` (rerun later)."""
         with self._tx():
@@ -250,7 +260,7 @@ class RunStore:
     # -- episodes -----------------------------------------------------------------------------
     def status_of(self, harness_sha: str, task_id: str, seed: int) -> tuple[str | None, int]:
         """(latest status, attempts so far) of an episode identity."""
-        with self._lock:
+        with self._read():
             row = self.db.execute(
                 "SELECT status, attempt FROM episodes WHERE harness_sha=? AND task_id=? AND seed=? "
                 "ORDER BY attempt DESC LIMIT 1", (harness_sha, task_id, seed)).fetchone()
@@ -294,7 +304,7 @@ class RunStore:
     def final_episode(self, task_id: str, seed: int) -> dict | None:
         """The latest finished episode of a task (any harness), as a dict with ``extra`` decoded."""
         keys = ("id", "harness_sha", "status", "success", "reward", "steps", "wall_s", "tool_calls", "extra")
-        with self._lock:
+        with self._read():
             row = self.db.execute(
                 f"SELECT {', '.join(keys)} FROM episodes WHERE task_id=? AND seed=? AND status IN "
                 f"({','.join('?' * len(FINAL))}) ORDER BY id DESC LIMIT 1", (task_id, seed, *FINAL)).fetchone()

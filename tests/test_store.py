@@ -134,3 +134,19 @@ def test_a_jit_run_refused_at_start_leaves_the_directory_unlocked(tmp_path):
         run_jit(JITConfig(**cfg))
     (tmp_path / "j" / "bank.sqlite").rmdir()
     assert json.loads((run_jit(JITConfig(**cfg)) / "summary.json").read_text())["n_episodes"] == 1
+
+
+def test_damage_found_mid_run_is_a_storage_error_naming_the_file(tmp_path):
+    from jitlab.errors import StorageError
+    out = run(_cfg(tmp_path / "r", limit=2))
+    from jitlab.store import RunStore
+    store = RunStore(out, load(out)["config"].iloc[0].to_dict())
+    db = out / "run.sqlite"
+    raw = bytearray(db.read_bytes())
+    raw[4096:] = b"\xa5" * (len(raw) - 4096)        # every page but the header page, while the store is open
+    db.write_bytes(bytes(raw))
+    try:
+        with pytest.raises(StorageError, match=rf"{db} is corrupt .*--new-run"):
+            store.status_of("x", "toy-dev-0", 0)
+    finally:
+        store.close()
