@@ -57,7 +57,13 @@ families are left out (never-evaluated entries stay eligible).
 
 A file at ``path`` that is not a jitlab bank (not SQLite, someone else's SQLite database, or failing
 ``PRAGMA integrity_check``) is never written to: it is moved to ``<path>.corrupt-<timestamp>`` with a
-warning naming both paths, and a fresh bank is created.
+warning naming both paths, and a fresh bank is created. ``Bank(path, readonly=True)`` (``jitlab bank
+show|frontier|export``) opens the file read-only and changes nothing: a damaged, foreign or empty file is
+reported as an error and left where it is.
+
+One writer: ``Bank(path, exclusive=True)`` (what a JIT run opens) holds an exclusive ``fcntl.flock`` on
+``<path>.lock`` while open; another exclusive writer gets ``RunLocked`` naming the holder's PID. Plain opens
+take no lock (several processes may read and append; SQLite serialises their transactions).
 """
 from __future__ import annotations
 
@@ -262,7 +268,8 @@ class Bank:
     """The harness bank in one SQLite file. Thread-safe (one connection behind a lock); several processes
     may open it, writes are serialised by SQLite (``BEGIN IMMEDIATE``, busy timeout)."""
 
-    def __init__(self, path: str | Path = DEFAULT_BANK_PATH, config: BankConfig | None = None, create: bool = True):
+    def __init__(self, path: str | Path = DEFAULT_BANK_PATH, config: BankConfig | None = None, create: bool = True,
+                 readonly: bool = False, exclusive: bool = False):
         self.path = Path(path)
         self.config = config or BankConfig()
         if self.config.retrieval not in ("auto", "embedding", "bm25"):
@@ -270,6 +277,40 @@ class Bank:
         if self.config.cost_metric not in ("cost", "tokens"):
             raise ConfigError(f"BankConfig.cost_metric must be 'cost' or 'tokens', got {self.config.cost_metric!r}")
         self.quarantined: Path | None = None
+        self.readonly = readonly
+        self._lock = threading.RLock()
+        self._writer = None
+        if readonly:
+            self._open_readonly()
+            return
+        if exclusive:
+            from jitlab.store import WriterLock, make_dir
+            make_dir(self.path.parent, "bank folder")
+            self._writer = WriterLock(f"{self.path}.lock", f"harness bank {self.path}")
+        try:
+            self._open_writable(create)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_readonly(self) -> None:
+        """Open for reading only: report a missing, empty or damaged file, change nothing."""
+        if not self.path.exists():
+            raise ConfigError(f"no harness bank at {self.path}; a JIT run writes one, or pass --bank PATH")
+        if self.path.is_file() and self.path.stat().st_size == 0:
+            raise ConfigError(f"{self.path} is empty (0 bytes), not a harness bank; pass --bank PATH of a bank")
+        reason = _check_file(self.path)
+        if reason:
+            raise ConfigError(f"{self.path} is {reason}; it was left unchanged. Move it aside (a JIT run with this "
+                              "bank does so itself and starts a fresh one) or pass --bank PATH")
+        try:
+            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
+                                      timeout=self.config.busy_timeout_s, isolation_level=None)
+            self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{self.path} cannot be read ({exc}); pass --bank PATH of a harness bank") from exc
+
+    def _open_writable(self, create: bool) -> None:
         if self.path.exists():
             reason = _check_file(self.path)
             if reason:
@@ -279,7 +320,6 @@ class Bank:
                               (f" (the file there was moved to {self.quarantined})" if self.quarantined else "") +
                               "; a JIT run writes one, or pass --bank PATH")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
         self.db = sqlite3.connect(self.path, check_same_thread=False, timeout=self.config.busy_timeout_s,
                                   isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -297,16 +337,22 @@ class Bank:
                               "upgrade jitlab or use another --bank path")
 
     @classmethod
-    def create(cls, path: str | Path = DEFAULT_BANK_PATH, seeds: bool = True, config: BankConfig | None = None) -> Bank:
+    def create(cls, path: str | Path = DEFAULT_BANK_PATH, seeds: bool = True, config: BankConfig | None = None,
+               exclusive: bool = False) -> Bank:
         """Open (or create) a bank; with ``seeds`` add the seed harnesses (B0). Idempotent."""
-        bank = cls(path, config=config)
+        bank = cls(path, config=config, exclusive=exclusive)
         if seeds:
             bank.add_seeds()
         return bank
 
     def close(self) -> None:
         with self._lock:
-            self.db.close()
+            if getattr(self, "db", None) is not None:
+                self.db.close()
+                self.db = None
+            if self._writer is not None:
+                self._writer.release()
+                self._writer = None
 
     def __enter__(self):
         return self
@@ -327,8 +373,14 @@ class Bank:
 
         class _Tx:
             def __enter__(self):
+                if bank.readonly:
+                    raise ConfigError(f"{bank.path} was opened read-only; open Bank(path) to write it")
                 bank._lock.acquire()
-                bank.db.execute("BEGIN IMMEDIATE")
+                try:
+                    bank.db.execute("BEGIN IMMEDIATE")
+                except BaseException:
+                    bank._lock.release()
+                    raise
 
             def __exit__(self, kind, exc, tb):
                 try:

@@ -86,7 +86,13 @@ def load_grid(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"grid file {path} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:  # one line: where the YAML breaks
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"grid file {path} is not valid YAML{where} ({getattr(exc, 'problem', None) or exc}); "
+                          "fix it (see `jitlab batch --help` for its shape)") from exc
     if isinstance(data, list):
         data = {"runs": data}
     if not isinstance(data, dict):

@@ -5,22 +5,21 @@
     jitlab bank export DIR                              every entry as a harness folder + DIR/index.json
 
 ``add_bank_commands(subparsers)`` registers them on the ``jitlab`` parser. The bank module is imported
-inside the commands, so ``jitlab --help`` stays fast. These commands never create a bank: a missing
-path is an error (a file there that is not a bank is quarantined, as anywhere else).
+inside the commands, so ``jitlab --help`` stays fast. These commands only read: they open the bank
+read-only, and a missing, empty or damaged file is an error that leaves the file as it was.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
-from pathlib import Path
 
 __all__ = ["add_bank_commands", "cmd_bank_export", "cmd_bank_frontier", "cmd_bank_show"]
 
 
 def _open(args):
     from jitlab.bank import Bank
-    return Bank(args.bank, create=False)
+    return Bank(args.bank, readonly=True)
 
 
 def _num(x, fmt="{:.3f}") -> str:
@@ -73,9 +72,9 @@ def cmd_bank_frontier(args) -> int:
 
 
 def cmd_bank_export(args) -> int:
+    from jitlab.store import make_dir
     bank = _open(args)
-    out = Path(args.dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_dir(args.dir, "export folder")
     index = []
     for e in bank.entries():
         folder = f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', e.name)[:40]}-{e.sha[:10]}"

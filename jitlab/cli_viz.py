@@ -16,6 +16,8 @@ __all__ = ["add_viz_commands", "cmd_batch", "cmd_dash", "cmd_figures"]
 
 def cmd_figures(args) -> int:
     from jitlab.figures import make_figures
+    from jitlab.store import make_dir
+    make_dir(args.out, "--out")  # before any work: --out naming a file is a one-line error
     command = ("jitlab figures --runs " + " ".join(shlex.quote(r) for r in args.runs)
                + f" --out {shlex.quote(args.out)}" + (f" --window {args.window}" if args.window != 5 else "")
                + (f" --baseline {shlex.quote(args.baseline)}" if args.baseline != "react" else "")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 __all__ = ["JitlabError", "ConfigError", "UnknownName", "HarnessError", "InfraError",
-           "BudgetExceeded", "ConfigDrift", "ModelPackageMissing"]
+           "BudgetExceeded", "ConfigDrift", "ModelPackageMissing", "RunLocked", "StorageError"]
 
 
 class JitlabError(Exception):
@@ -41,3 +41,12 @@ class ConfigDrift(ConfigError):
 
 class ModelPackageMissing(ConfigError):
     """The embedded model package is not installed."""
+
+
+class RunLocked(ConfigError):
+    """Another process is writing this run directory (or bank): one writer at a time."""
+
+
+class StorageError(ConfigError):
+    """A record file cannot be read or written (corrupt, disk full, not writable): the user's to fix, never
+    the harness's failure. The message names the file and what to do."""

@@ -69,6 +69,11 @@ def read_files(folder: str | Path) -> dict[str, str]:
     folder = Path(folder)
     if not folder.is_dir():
         raise HarnessError(f"harness folder {folder} does not exist", file=str(folder), kind="import_error")
+    inside = folder.resolve()
+    for name in (*HARNESS_FILES, *OPTIONAL_FILES):  # a link out would show the parent a file the sandbox cannot see
+        if (folder / name).is_symlink() and inside not in (folder / name).resolve().parents:
+            raise HarnessError(f"{folder / name} is a symbolic link to {(folder / name).resolve()}, outside the harness "
+                               "folder; copy the file into the folder instead", file=name, kind="import_error")
     missing = [f for f in HARNESS_FILES if not (folder / f).is_file()]
     if missing:
         raise HarnessError(f"harness folder {folder} is missing {', '.join(missing)} "

@@ -267,20 +267,24 @@ class _JIT:
         self.out = Path(cfg.out) if cfg.out else default_out(cfg)
         b0 = sorted(harness_sha(read_files(seed_bank_dir() / n)) for n in seed_names())
         config = {**cfg.fingerprinted(), "harness": f"jit-{cfg.mode}:{cfg.generator}", "b0": b0}
-        self.store = RunStore(self.out, config, new_run=cfg.new_run)
-        if cfg.new_run:  # a new run starts from B0 with an empty repair log; the old ones stay beside it
-            from jitlab.store import set_aside
-            set_aside(self.out / "bank.sqlite")
-            set_aside(self.out / "repairs.jsonl")
-        self.bank = Bank.create(self.out / "bank.sqlite", seeds=True,
-                                config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric))
-        self.run_key = str(self.out.resolve())
-        exec_bb = LazyBackbone(cfg.backbone, cfg.backbone_options)
+        exec_bb = LazyBackbone(cfg.backbone, cfg.backbone_options)  # name errors before the run's lock is taken
         self.backbones = {"exec": exec_bb}
         gen_name = cfg.generator[len("code:"):] if cfg.generator.startswith("code:") else cfg.backbone
         self.backbones["gen"] = exec_bb if gen_name == cfg.backbone else LazyBackbone(gen_name, cfg.backbone_options)
         judge = cfg.judge_backbone or cfg.backbone
         self.backbones["judge"] = exec_bb if judge == cfg.backbone else LazyBackbone(judge, cfg.backbone_options)
+        self.store = RunStore(self.out, config, new_run=cfg.new_run)
+        try:  # a failure here must not keep the run's lock held in this process (a notebook would stay locked)
+            if cfg.new_run:  # a new run starts from B0 with an empty repair log; the old ones stay beside it
+                from jitlab.store import set_aside
+                set_aside(self.out / "bank.sqlite")
+                set_aside(self.out / "repairs.jsonl")
+            self.bank = Bank.create(self.out / "bank.sqlite", seeds=True, exclusive=True,
+                                    config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric))
+        except BaseException:
+            self.store.close()
+            raise
+        self.run_key = str(self.out.resolve())
         self.cache = default_cache() if cfg.cache else None
         self.repair_cfg = RepairConfig(max_rounds=cfg.max_repair_rounds, smoke_steps=cfg.smoke_steps,
                                        allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)

@@ -195,12 +195,12 @@ def run(cfg: RunConfig, spend: RunSpend | None = None) -> Path:
     out = Path(cfg.out) if cfg.out else default_out(cfg)
     harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite)
     backbone = LazyBackbone(cfg.backbone, cfg.backbone_options)
-    store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)
-    if spend is None:
-        spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
     budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
     from jitlab.llm.cache import default_cache
     cache = default_cache() if cfg.cache else None
+    store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
+    if spend is None:
+        spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
     if not cfg.quiet:
         todo = sum(store.status_of(sha, t.id, cfg.seed)[0] not in FINAL for t in tasks)
         estimate = cost_estimate(cfg, todo)

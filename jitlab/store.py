@@ -9,10 +9,20 @@ killed at any moment leaves either a finished episode or a ``running`` row; on r
 becomes ``interrupted`` and is run again as the next attempt. Finished statuses (ok, budget,
 harness_error) are never rerun; ``infra_error`` and ``interrupted`` are retried.
 
+One writer: a ``RunStore`` holds an exclusive ``fcntl.flock`` on ``run.lock`` in the run directory
+for its whole life (the holder's PID is written in it); a second process opening the same directory
+gets ``RunLocked`` naming that PID. The kernel drops the lock when the holder exits, even on SIGKILL.
+Record files that cannot be read or written (corrupt, 0 bytes, disk full, not writable) raise
+``StorageError`` naming the file and what to do; readers (``load``, ``summarize(write=False)``)
+open the database read-only and never change it.
+
     frames = jitlab.store.load("runs/demo")   # {"episodes", "steps", "calls", "config"} DataFrames
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -21,11 +31,13 @@ import threading
 import time
 from pathlib import Path
 
-from jitlab.errors import ConfigDrift, ConfigError
+from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 
-__all__ = ["DB_NAME", "FINAL", "RETRY", "RunStore", "fingerprint", "load", "recorded_spend", "set_aside", "summarize"]
+__all__ = ["DB_NAME", "FINAL", "LOCK_NAME", "RETRY", "RunStore", "WriterLock", "fingerprint", "load", "make_dir",
+           "recorded_spend", "set_aside", "storage_error", "summarize"]
 
 DB_NAME = "run.sqlite"
+LOCK_NAME = "run.lock"
 FINAL = ("ok", "budget", "harness_error")
 RETRY = ("infra_error", "interrupted")
 SCHEMA_VERSION = 1
@@ -66,27 +78,128 @@ def set_aside(path: str | Path) -> Path | None:
     return target
 
 
+def make_dir(path: str | Path, what: str = "--out") -> Path:
+    """``mkdir -p`` with a one-line error when ``path`` is a file or cannot be created."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise ConfigError(f"{what} {path} is not a directory ({exc.filename} is a file); pass a directory path") from exc
+    except NotADirectoryError as exc:
+        raise ConfigError(f"{what} {path} cannot be created: a folder on its path is a file; pass a directory "
+                          "path") from exc
+    except OSError as exc:
+        raise ConfigError(f"{what} {path} cannot be created ({exc.strerror or exc}); pass a writable directory") from exc
+    return path
+
+
+def _low_space(folder: Path) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
+
+
+def storage_error(path: str | Path, exc: BaseException) -> StorageError:
+    """The one-line error for an SQLite/OS failure on the record file ``path``: what, which file, what to do."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    code = code & 0xFF if code is not None else None  # the primary code of an extended one (SQLITE_IOERR_WRITE...)
+    text = str(exc)
+    if code == sqlite3.SQLITE_FULL or getattr(exc, "errno", None) == errno.ENOSPC or "disk is full" in text or (
+            code == sqlite3.SQLITE_IOERR and _low_space(Path(path).parent)):  # WAL/shm writes fail as I/O errors
+        return StorageError(f"no space left on the device writing {path}; free space, then rerun the same "
+                            "command to resume (finished episodes are kept)")
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or "malformed" in text or "not a database" in text:
+        return StorageError(f"{path} is corrupt or not a jitlab database ({text}); restore it, or pass --new-run "
+                            "to start over (the damaged file is kept beside the new one)")
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM) or isinstance(exc, PermissionError):
+        return StorageError(f"cannot write {path} ({text}); check the permissions of {Path(path).parent} or pass "
+                            "another --out")
+    return StorageError(f"{path}: {type(exc).__name__}: {text}")
+
+
+class WriterLock:
+    """An exclusive ``fcntl.flock`` on the file ``path`` for as long as this object is open: one writer per run
+    directory (or bank). The holder writes its PID into the file so a second process can name it. The kernel
+    drops the lock when the holder exits (even on SIGKILL); the file stays, since removing it would race. The
+    descriptor is close-on-exec, so a child started by exec (bubblewrap, tw-make) never inherits the lock."""
+
+    def __init__(self, path: str | Path, what: str):
+        self.path = Path(path)
+        try:
+            fh = open(self.path, "a+")  # noqa: SIM115 -- held open for the lock's whole life, closed by release()
+        except OSError as exc:
+            raise storage_error(self.path, exc) from exc
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            fh.close()
+            if holder == str(os.getpid()):  # e.g. a notebook still holding an unclosed RunStore
+                raise RunLocked(f"{what} is already open for writing in this process (PID {holder}; lock file "
+                                f"{self.path}); close the other RunStore/Bank first, or restart the Python session") from None
+            raise RunLocked(f"{what} is being written by another process (PID {holder}; lock file {self.path}); "
+                            "wait for it to finish or stop it, or use another --out") from None
+        except OSError as exc:
+            fh.close()
+            raise storage_error(self.path, exc) from exc
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()  # closing the descriptor drops the lock
+            self._fh = None
+
+
 class RunStore:
-    """The single writer of one run directory. Thread-safe (one connection behind a lock)."""
+    """The single writer of one run directory (``run.lock``, see the module docstring). Thread-safe (one
+    connection behind a lock)."""
 
     def __init__(self, run_dir: str | Path, config: dict, new_run: bool = False):
-        self.dir = Path(run_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / DB_NAME
+        self.dir = make_dir(run_dir)
+        self._writer = WriterLock(self.dir / LOCK_NAME, f"run directory {self.dir}")
+        self.path = self.dir / DB_NAME
+        self._lock = threading.RLock()
+        self.db = None
+        try:
+            self._open(config, new_run)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, config: dict, new_run: bool) -> None:
+        path = self.path
         if new_run:
             set_aside(path)
-        self._lock = threading.RLock()
-        self.db = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA busy_timeout=30000")
-        self.db.execute("PRAGMA synchronous=NORMAL")
+        elif path.exists() and path.stat().st_size == 0:
+            raise StorageError(f"{path} is empty (0 bytes), not a jitlab run database; pass --new-run to start over "
+                               "(the empty file is kept beside it) or delete it")
         try:
+            if not path.exists():  # built aside, then renamed: a killed process never leaves a 0-byte run.sqlite
+                tmp = path.with_name(DB_NAME + ".new")
+                tmp.unlink(missing_ok=True)
+                db = sqlite3.connect(tmp)  # rollback-journal mode: the schema is in the file itself once committed
+                try:
+                    db.executescript(_SCHEMA)
+                finally:
+                    db.close()
+                os.replace(tmp, path)
+            self.db = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA busy_timeout=30000")
+            self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"{path} is not a jitlab run database ({exc}); move it away or use --new-run") from exc
-        self.config = config
-        self._check_config(config)
-        self._recover()
+            self.config = config
+            self._check_config(config)
+            self._recover()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise storage_error(path, exc) from exc
 
     def _check_config(self, config: dict) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='config'").fetchone()
@@ -111,14 +224,33 @@ class RunStore:
         class _Tx:
             def __enter__(self):
                 store._lock.acquire()
-                store.db.execute("BEGIN IMMEDIATE")
+                try:
+                    store.db.execute("BEGIN IMMEDIATE")
+                except sqlite3.DatabaseError as err:
+                    store._lock.release()
+                    raise storage_error(store.path, err) from err
 
             def __exit__(self, kind, exc, tb):
                 try:
                     store.db.execute("COMMIT" if kind is None else "ROLLBACK")
+                except sqlite3.DatabaseError as err:
+                    if kind is None:
+                        raise storage_error(store.path, err) from err
+                    # else SQLite already rolled back the failed statement's transaction (e.g. disk full)
                 finally:
                     store._lock.release()
+                if isinstance(exc, sqlite3.DatabaseError):  # a full disk or a damaged file, never the harness's
+                    raise storage_error(store.path, exc) from exc
         return _Tx()
+
+    @contextlib.contextmanager
+    def _read(self):
+        """A read under the lock; a damaged page found mid-run is the file's problem, named as such."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.DatabaseError as exc:
+                raise storage_error(self.path, exc) from exc
 
     def _recover(self) -> None:
         """Episodes left ``running`` by a killed process become ``interrupted`` (rerun later)."""
@@ -128,7 +260,7 @@ class RunStore:
     # -- episodes -----------------------------------------------------------------------------
     def status_of(self, harness_sha: str, task_id: str, seed: int) -> tuple[str | None, int]:
         """(latest status, attempts so far) of an episode identity."""
-        with self._lock:
+        with self._read():
             row = self.db.execute(
                 "SELECT status, attempt FROM episodes WHERE harness_sha=? AND task_id=? AND seed=? "
                 "ORDER BY attempt DESC LIMIT 1", (harness_sha, task_id, seed)).fetchone()
@@ -179,7 +311,7 @@ class RunStore:
     def final_episode(self, task_id: str, seed: int) -> dict | None:
         """The latest finished episode of a task (any harness), as a dict with ``extra`` decoded."""
         keys = ("id", "harness_sha", "status", "success", "reward", "steps", "wall_s", "tool_calls", "extra")
-        with self._lock:
+        with self._read():
             row = self.db.execute(
                 f"SELECT {', '.join(keys)} FROM episodes WHERE task_id=? AND seed=? AND status IN "
                 f"({','.join('?' * len(FINAL))}) ORDER BY id DESC LIMIT 1", (task_id, seed, *FINAL)).fetchone()
@@ -198,7 +330,10 @@ class RunStore:
 
     def close(self) -> None:
         with self._lock:
-            self.db.close()
+            if self.db is not None:
+                self.db.close()
+                self.db = None
+            self._writer.release()
 
 
 _SPEND_SQL = ("SELECT COALESCE(SUM(cost), 0), COALESCE(SUM(prompt_tokens + completion_tokens), 0) "
@@ -226,24 +361,35 @@ def load(run_dir: str | Path) -> dict:
     ``episodes`` holds every attempt; ``episodes[episodes.final]`` is one row per finished episode."""
     import pandas as pd
     path = Path(run_dir) / DB_NAME
-    if not path.exists():
+    if not path.is_file():
         raise ConfigError(f"{run_dir} holds no {DB_NAME}; is it a jitlab run directory?")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    try:
-        frames = {name: pd.read_sql_query(f"SELECT * FROM {name}", db) for name in ("episodes", "steps", "calls")}
-        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-    finally:
-        db.close()
+    if path.stat().st_size == 0:
+        raise StorageError(f"{path} is empty (0 bytes), not a jitlab run database; rerun with --new-run to start over")
+    try:  # read-only: a reader never changes the records (no WAL checkpoint, no schema)
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            frames = {name: pd.read_sql_query(f"SELECT * FROM {name}", db) for name in ("episodes", "steps", "calls")}
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        finally:
+            db.close()
+        config = json.loads(meta.get("config", "{}"))
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError, json.JSONDecodeError) as exc:
+        if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
+            raise StorageError(f"{path} cannot be opened for reading ({exc}); check the permissions of "
+                               f"{path.parent}") from exc
+        raise StorageError(f"{path} is corrupt or not a jitlab run database ({exc}); restore it, or rerun with "
+                           "--new-run to start over (the damaged file is kept beside the new one)") from exc
     episodes = frames["episodes"]
     episodes["final"] = episodes["status"].isin(FINAL)
     episodes["tokens"] = episodes["prompt_tokens"].fillna(0) + episodes["completion_tokens"].fillna(0)
-    frames["config"] = pd.DataFrame([json.loads(meta.get("config", "{}"))])
+    frames["config"] = pd.DataFrame([config])
     frames["meta"] = meta
     return frames
 
 
-def summarize(run_dir: str | Path) -> dict:
-    """Compute and write ``summary.json`` from the records (never from in-memory state)."""
+def summarize(run_dir: str | Path, write: bool = True) -> dict:
+    """Compute ``summary.json`` from the records (never from in-memory state); write it unless ``write=False``
+    (read-only commands such as ``jitlab show``)."""
     frames = load(run_dir)
     config = frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}
     eps = frames["episodes"]
@@ -269,7 +415,11 @@ def summarize(run_dir: str | Path) -> dict:
         "isolation": sorted(set(done["isolation"].dropna())),
         "fingerprint": frames["meta"].get("fingerprint"),
     }
-    tmp = Path(run_dir) / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    os.replace(tmp, Path(run_dir) / "summary.json")
+    if write:
+        tmp = Path(run_dir) / "summary.json.tmp"
+        try:
+            tmp.write_text(json.dumps(summary, indent=2))
+            os.replace(tmp, Path(run_dir) / "summary.json")
+        except OSError as exc:
+            raise storage_error(Path(run_dir) / "summary.json", exc) from exc
     return summary

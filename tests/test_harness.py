@@ -67,3 +67,22 @@ def test_threads_loading_one_folder_get_whole_modules(react_copy):
     with ThreadPoolExecutor(4) as pool:
         loaded = list(pool.map(load_harness, [react_copy] * 4))
     assert {h.classes["memory"].__name__ for h in loaded} == {"Memory"}
+
+
+def test_symlink_out_of_the_folder_is_refused_by_name(react_copy, tmp_path):
+    outside = tmp_path / "secret.yaml"
+    outside.write_text("system: the parent must not read this\n")
+    (react_copy / "prompt.yaml").unlink()
+    (react_copy / "prompt.yaml").symlink_to(outside)
+    with pytest.raises(HarnessError, match=r"prompt\.yaml is a symbolic link to .*secret\.yaml, outside the harness"):
+        read_files(react_copy)
+    with pytest.raises(HarnessError) as err:
+        load_harness(react_copy)
+    assert err.value.file == "prompt.yaml" and err.value.kind == "import_error"
+
+
+def test_symlink_inside_the_folder_is_fine(react_copy):
+    (react_copy / "notes.yaml").write_text((react_copy / "prompt.yaml").read_text())
+    (react_copy / "prompt.yaml").unlink()
+    (react_copy / "prompt.yaml").symlink_to("notes.yaml")
+    assert read_files(react_copy)["prompt.yaml"] == (react_copy / "notes.yaml").read_text()

@@ -106,3 +106,47 @@ def test_sigkill_mid_run_resumes_without_loss_or_duplicates(tmp_path, kill_after
         assert counts[task_id] == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_episodes"] == 10
+
+
+def test_one_writer_per_run_directory_in_process_too(tmp_path):
+    from jitlab.errors import RunLocked
+    from jitlab.store import RunStore
+    store = RunStore(tmp_path / "r", {"a": 1})
+    with pytest.raises(RunLocked, match=r"already open for writing in this process \(PID \d+"):
+        RunStore(tmp_path / "r", {"a": 1})
+    store.close()
+    RunStore(tmp_path / "r", {"a": 1}).close()                 # closing hands the directory on
+    with pytest.raises(ConfigDrift):                            # a refused open releases the lock too
+        RunStore(tmp_path / "r", {"a": 2})
+    RunStore(tmp_path / "r", {"a": 1}).close()
+
+
+def test_a_jit_run_refused_at_start_leaves_the_directory_unlocked(tmp_path):
+    from jitlab.errors import ConfigError
+    from jitlab.jit import JITConfig, run_jit
+    cfg = dict(suite="toy", backbone="scripted:pick-hash", limit=1, retrieval="bm25", cache=False, smoke_steps=2,
+               quiet=True, out=str(tmp_path / "j"), allow_unisolated=True)
+    with pytest.raises(ConfigError):
+        run_jit(JITConfig(**{**cfg, "backbone": "no-such-backend:x"}))
+    with pytest.raises(ConfigError):                            # the bank's folder is a file: refused after the lock
+        (tmp_path / "j").mkdir(exist_ok=True)
+        (tmp_path / "j" / "bank.sqlite").mkdir()
+        run_jit(JITConfig(**cfg))
+    (tmp_path / "j" / "bank.sqlite").rmdir()
+    assert json.loads((run_jit(JITConfig(**cfg)) / "summary.json").read_text())["n_episodes"] == 1
+
+
+def test_damage_found_mid_run_is_a_storage_error_naming_the_file(tmp_path):
+    from jitlab.errors import StorageError
+    out = run(_cfg(tmp_path / "r", limit=2))
+    from jitlab.store import RunStore
+    store = RunStore(out, load(out)["config"].iloc[0].to_dict())
+    db = out / "run.sqlite"
+    raw = bytearray(db.read_bytes())
+    raw[4096:] = b"\xa5" * (len(raw) - 4096)        # every page but the header page, while the store is open
+    db.write_bytes(bytes(raw))
+    try:
+        with pytest.raises(StorageError, match=rf"{db} is corrupt .*--new-run"):
+            store.status_of("x", "toy-dev-0", 0)
+    finally:
+        store.close()

@@ -33,12 +33,16 @@ def load_run(run_dir: str | Path):
 
 def status_counts(run_dir: str | Path) -> dict:
     """Episode status -> count, read directly (cheap enough to poll)."""
-    from jitlab.store import DB_NAME
-    db = sqlite3.connect(f"file:{Path(run_dir) / DB_NAME}?mode=ro", uri=True, timeout=30)
+    from jitlab.store import DB_NAME, storage_error
+    path = Path(run_dir) / DB_NAME
     try:
-        return dict(db.execute("SELECT status, COUNT(*) FROM episodes GROUP BY status").fetchall())
-    finally:
-        db.close()
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            return dict(db.execute("SELECT status, COUNT(*) FROM episodes GROUP BY status").fetchall())
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:  # a damaged run: name the file and what to do
+        raise storage_error(path, exc) from exc
 
 
 def at_position(df, pos: int):

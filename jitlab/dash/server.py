@@ -5,7 +5,9 @@
     python -m jitlab.dash.server runs/tw-streaming --port 5006 --no-show
 
 Every browser session builds its own app from the records (one periodic callback per session in
-live mode). Only 127.0.0.1 is bound; nothing is reachable from other machines.
+live mode). Only 127.0.0.1 is bound; nothing is reachable from other machines. A run whose records
+cannot be read (corrupt or empty run.sqlite, ...) is shown as an error box naming the file and what to
+do, in place of its view (the other runs still show); the same line is printed on the terminal.
 """
 from __future__ import annotations
 
@@ -26,11 +28,27 @@ def app(run_dirs, live: bool = False, poll_s: float = 2.0, window: int = 5, trus
     from jitlab.figures import expand_runs
     runs = expand_runs(run_dirs)
     if len(runs) == 1:
-        return replay(runs[0], live=live, poll_s=poll_s, window=window, trust_code=trust_code)
-    tabs = [("compare", compare(runs, live=live, poll_s=poll_s, window=window))]
-    tabs += [(f"replay {Path(r).name}", replay(r, live=live, poll_s=poll_s, window=window, trust_code=trust_code))
+        return _or_error(lambda: replay(runs[0], live=live, poll_s=poll_s, window=window, trust_code=trust_code))
+    tabs = [("compare", _or_error(lambda: compare(runs, live=live, poll_s=poll_s, window=window), "compare"))]
+    tabs += [(f"replay {Path(r).name}", _or_error(lambda r=r: replay(r, live=live, poll_s=poll_s, window=window,
+                                                                     trust_code=trust_code), f"replay {Path(r).name}"))
              for r in runs]
     return pn.Tabs(*tabs, dynamic=True)
+
+
+def _or_error(build, name: str = "error"):
+    """``build()``, or an error box when the records cannot be read (a blank page says nothing)."""
+    import sqlite3
+
+    import panel as pn
+
+    from jitlab.errors import JitlabError
+    try:
+        return build()
+    except (JitlabError, sqlite3.DatabaseError, OSError) as exc:
+        print(f"jitlab dash: error: {exc}", file=sys.stderr, flush=True)
+        return pn.pane.Alert(f"**jitlab dash cannot show this run.** {exc}", alert_type="danger",
+                             name=name, sizing_mode="stretch_width")
 
 
 def free_port() -> int:

@@ -14,9 +14,14 @@ The env exposes one tool, ``act(command)``; each observation lists the admissibl
 ``candidates``. success = game won; reward = score / max score. ``TextWorldSuite.oracle(env)``
 returns an agent that replays the game's walkthrough (a sanity check, never a baseline).
 
+``tw-make`` runs in its own process group, killed as a group when generation is interrupted (Ctrl-C,
+timeout, any exception), and with ``PR_SET_PDEATHSIG`` (Linux) so it also dies when the run is killed
+outright: a killed run leaves no ``tw-make`` behind.
+
 Caveats: generation needs the Inform 7 tools bundled with the ``textworld`` package (Linux/macOS)
 and takes ~5 s per game; the file locks use ``fcntl`` (POSIX only). Byte-identity holds for one
-textworld version on one platform; the manifest records the version.
+textworld version on one platform; the manifest records the version. On a SIGKILL of the run, a
+compiler that ``tw-make`` had started finishes its (seconds-long) step on its own.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -195,11 +201,8 @@ class _Cache:
             # a relative --output keeps the temp folder's name out of the game's metadata (byte-identity)
             cmd = [sys.executable, tw_make, *argv, "--output", "game.z8", "--silent", "-f"]
             env = dict(os.environ, PYTHONHASHSEED="0")
-            try:
-                proc = subprocess.run(cmd, check=False, cwd=tmp, env=env, capture_output=True, text=True,
-                                      timeout=self.timeout_s)
-            except subprocess.TimeoutExpired as exc:
-                raise InfraError(f"tw-make for {game_id} ran past {self.timeout_s}s: {' '.join(argv)}") from exc
+            proc = _run_group([sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd], cwd=tmp, env=env,
+                              timeout_s=self.timeout_s, what=f"tw-make for {game_id} ({' '.join(argv)})")
             made = {ext: Path(tmp) / f"game.{ext}" for ext in ("z8", "json")}
             if proc.returncode != 0 or not all(p.exists() for p in made.values()):
                 raise InfraError(f"tw-make failed for {game_id} (exit {proc.returncode}): "
@@ -211,6 +214,35 @@ class _Cache:
             os.replace(made["z8"], final["z8"])
         return {"argv": argv, "sha256": sha, "walkthrough": walkthrough, "textworld": version("textworld"),
                 "generate_s": round(time.perf_counter() - start, 2), "generated_at": time.time()}
+
+
+# Runs first in tw-make's process: die with the parent (PR_SET_PDEATHSIG survives exec), then become tw-make.
+_DIE_WITH_PARENT = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux only)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):  # the parent died before prctl took effect
+    sys.exit(1)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _run_group(cmd: list[str], cwd: str, env: dict, timeout_s: float, what: str) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in a new process group; kill the whole group if we stop waiting for any reason."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException as exc:  # timeout, KeyboardInterrupt, SystemExit: no orphaned tw-make or compiler
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise InfraError(f"{what} ran past {timeout_s}s") from exc
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _tw_make() -> str:

@@ -3,20 +3,37 @@
 Key = sha256 of (backbone id, messages, params, seed). A hit returns the stored completion
 flagged ``cached=True`` and carrying the original call's tokens and cost, so reruns are exact
 and cost curves stay comparable. Set ``JITLAB_CACHE=off`` to disable.
+
+The cache is infrastructure: its failures never reach the harness. A cache file that is not SQLite
+or is damaged ("file is not a database", "database disk image is malformed") is quarantined: moved
+to ``replay.corrupt-<timestamp>.sqlite`` beside it, with one ``CacheQuarantined`` warning naming both
+paths, and a fresh cache takes its place. Any other cache failure (disk full, no permission, or the
+fresh cache failing too) turns the cache off for the rest of the process, with one warning; calls
+then simply go to the backbone. Caveat: only the pages a lookup touches are checked, so damage is
+found when it is read, not when the file is opened.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import threading
+import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
 from jitlab.protocol import Completion
 
-__all__ = ["ReplayCache", "cache_key", "default_cache"]
+__all__ = ["CacheQuarantined", "ReplayCache", "cache_key", "default_cache"]
+
+_DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+class CacheQuarantined(UserWarning):
+    """The replay cache file was damaged and moved aside, or the cache was turned off after a failure."""
 
 
 def cache_key(backbone_id: str, messages: list[dict], params: dict, seed: int | None) -> str:
@@ -24,19 +41,83 @@ def cache_key(backbone_id: str, messages: list[dict], params: dict, seed: int | 
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _damaged(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code in _DAMAGED or "malformed" in str(exc) or "not a database" in str(exc)
+
+
 class ReplayCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._inode: int | None = None
+        self.quarantined: Path | None = None   # where a damaged file was moved, if it was
+        self.disabled: str | None = None       # why the cache is off for this process, if it is
+        with self._lock:
+            self._guard(self._connect)
+
+    def _connect(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._inode = self.path.stat().st_ino  # which file we opened (another process may replace it)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
         self._db.commit()
 
+    def _guard(self, op, default=None):
+        """Run ``op()``; a damaged file is quarantined and ``op`` retried once on a fresh cache; any other
+        failure turns the cache off. Returns ``default`` when the cache is (or goes) off. Call under the lock."""
+        for attempt in range(2):
+            if self.disabled:
+                return default
+            try:
+                return op()
+            except (sqlite3.Error, OSError) as exc:
+                if attempt == 0 and isinstance(exc, sqlite3.Error) and _damaged(exc) and self.quarantined is None:
+                    try:
+                        self._quarantine(exc)
+                        continue
+                    except (sqlite3.Error, OSError) as again:  # cannot move it or start afresh: go without
+                        exc = again
+                self._disable(exc)
+        return default
+
+    def _close(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass  # closing a damaged connection may fail; the file is set aside or ignored either way
+            self._db = None
+
+    def _quarantine(self, exc: Exception) -> None:
+        self._close()
+        with contextlib.suppress(FileNotFoundError):
+            if self.path.stat().st_ino != self._inode:  # another process already moved it aside: use its fresh one
+                self._connect()
+                return
+        target = self.path.with_name(f"{self.path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{self.path.suffix}")
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{self.path}{suffix}").exists():
+                os.replace(f"{self.path}{suffix}", f"{target}{suffix}")
+        self.quarantined = target
+        warnings.warn(f"replay cache {self.path} is damaged ({exc}); it was moved to {target} and a fresh cache is "
+                      "used (no episode is affected; delete the old file when you no longer need it)",
+                      CacheQuarantined, stacklevel=4)
+        self._connect()
+
+    def _disable(self, exc: Exception) -> None:
+        self._close()
+        self.disabled = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"replay cache {self.path} failed ({self.disabled}); continuing without the cache for this "
+                      "process (free space or fix its permissions, or set JITLAB_CACHE=off)", CacheQuarantined,
+                      stacklevel=4)
+
     def get(self, key: str, kind: str = "chat"):
         with self._lock:
-            row = self._db.execute("SELECT value FROM calls WHERE key=? AND kind=?", (key, kind)).fetchone()
+            row = self._guard(lambda: self._db.execute(
+                "SELECT value FROM calls WHERE key=? AND kind=?", (key, kind)).fetchone())
         if row is None:
             return None
         value = json.loads(row[0])
@@ -46,9 +127,12 @@ class ReplayCache:
 
     def put(self, key: str, value, kind: str = "chat") -> None:
         payload = {**asdict(value), "cached": False} if kind == "chat" else value
-        with self._lock:
+
+        def write():
             self._db.execute("INSERT OR REPLACE INTO calls VALUES (?,?,?)", (key, kind, json.dumps(payload)))
             self._db.commit()
+        with self._lock:
+            self._guard(write)
 
 
 _default: ReplayCache | None = None

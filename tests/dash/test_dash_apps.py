@@ -113,3 +113,17 @@ def test_live_mode_from_an_empty_run(tmp_path):
     make_jit_run(tmp_path / "live", "static", n=4, start=1)
     assert app.refresh() and len(app.df) == 4 and app.player.value == 3
     assert "after 4 tasks" in app._accuracy(app.player.value).opts.get().kwargs["title"]
+
+
+def test_a_corrupt_run_shows_its_error_in_the_page(tmp_path, capsys):
+    make_fixed_run(tmp_path / "runs" / "react", limit=2)
+    make_jit_run(tmp_path / "runs" / "static", "static", n=3)
+    db = tmp_path / "runs" / "react" / "run.sqlite"
+    db.write_bytes(b"not SQLite at all" * 100)
+    page = jitlab.dash.app([tmp_path / "runs" / "react"])                  # one run: the error is the page
+    assert str(db) in page.object and "corrupt" in page.object and "--new-run" in page.object
+    assert str(db) in capsys.readouterr().err
+    tabs = jitlab.dash.app([tmp_path / "runs"])                             # several: the others still show
+    replay_react = dict(zip([t.name for t in tabs], tabs))["replay react"]
+    assert str(db) in replay_react.object
+    assert _figures(dict(zip([t.name for t in tabs], tabs))["replay static"].get_root(Document())) == PLOTS

@@ -2,6 +2,7 @@
 temporary cache and regenerate one of them; the slow test generates and plays every dev game."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -149,3 +150,58 @@ def test_episodes_in_threads_can_reset_and_step_at_once(suite):
             env.close()
     with ThreadPoolExecutor(6) as pool:
         assert all(pool.map(play, specs))
+
+
+# -- a killed run leaves no tw-make behind (issue 17, case 9) -------------------------------------------------
+_GENERATE = """
+import sys
+from jitlab.envs.textworld import TextWorldConfig, TextWorldSuite
+suite = TextWorldSuite(TextWorldConfig(data_dir=sys.argv[1]))
+task = next(t for t in suite.tasks("dev", "cooking") if t.data["level"] == 3)
+suite.ensure(task)
+"""
+
+
+def _tw_make_pids(games_dir) -> list[int]:
+    """tw-make processes (and their children) working inside ``games_dir``, found through /proc."""
+    import os
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if cwd.startswith(str(games_dir)):
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_killing_a_run_during_generation_leaves_no_tw_make(tmp_path, how):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    parent = subprocess.Popen([sys.executable, "-c", _GENERATE, str(tmp_path)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    games = tmp_path / "games"
+    deadline = time.time() + 60
+    while time.time() < deadline and not _tw_make_pids(games):
+        assert parent.poll() is None, "the generator ended before tw-make was seen"
+        time.sleep(0.05)
+    assert _tw_make_pids(games), "tw-make never started"
+    time.sleep(0.5)                                    # well inside the ~5 s generation
+    parent.send_signal(getattr(signal, how))
+    parent.wait(timeout=30)
+    deadline = time.time() + 1.5                       # a generation takes ~5 s: what is left now was orphaned
+    while time.time() < deadline and _tw_make_pids(games):
+        time.sleep(0.1)
+    left = _tw_make_pids(games)
+    for pid in left:                                   # do not leave them to the next test either
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"orphaned tw-make processes after {how}: {left}"

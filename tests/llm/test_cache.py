@@ -1,6 +1,6 @@
 """Replay cache exactness through the runtime's LLMHandle: a second identical call is a hit,
 flagged cached=True, with the same text and the ORIGINAL call's tokens and cost."""
-from jitlab.llm.cache import ReplayCache, cache_key, default_cache
+from jitlab.llm.cache import CacheQuarantined, ReplayCache, cache_key, default_cache
 from jitlab.llm.scripted import ScriptedBackbone
 from jitlab.runtime import LLMHandle
 
@@ -58,3 +58,72 @@ def test_scores_are_cached(tmp_path):
 def test_cache_off(monkeypatch):
     monkeypatch.setenv("JITLAB_CACHE", "off")
     assert default_cache() is None
+
+
+# -- a damaged cache is infrastructure, never the harness's failure (issue 17, case 4) ----------------------
+def _fill(path, n=300):
+    cache = ReplayCache(path)
+    backbone = ScriptedBackbone(lambda m: "Action: look " + "x" * 200, name="cache-fill")
+    llm = LLMHandle(backbone, cache=cache)
+    for i in range(n):
+        llm.chat([{"role": "user", "content": f"fill {i}"}])
+    cache._db.close()
+
+
+def _damage_pages(path):
+    raw = bytearray(path.read_bytes())
+    assert len(raw) > 8 * 4096, "the cache spans several pages"
+    raw[4096:] = b"\xa5" * (len(raw) - 4096)          # keep the header page, garble every other page
+    path.write_bytes(bytes(raw))
+
+
+def _toy_run(out, **kw):
+    from jitlab.runner import RunConfig, run
+    return run(RunConfig(suite="toy", harness="react", backbone="scripted:pick-hash", limit=3, out=str(out),
+                         quiet=True, **kw))
+
+
+def test_damaged_cache_is_quarantined_and_the_run_is_not_blamed(tmp_path, _isolated_home):
+    import pytest
+
+    from jitlab.store import load
+    path = _isolated_home / "replay.sqlite"
+    _fill(path)
+    _damage_pages(path)
+    damaged = path.read_bytes()
+    with pytest.warns(CacheQuarantined, match=r"replay\.sqlite is damaged .*moved to .*replay\.corrupt-") as caught:
+        out = _toy_run(tmp_path / "r")
+    assert len([w for w in caught if issubclass(w.category, CacheQuarantined)]) == 1     # said once
+    eps = load(out)["episodes"]
+    assert set(eps["status"]) == {"ok"} and len(eps) == 3                              # no harness_error
+    moved = list(_isolated_home.glob("replay.corrupt-*.sqlite"))
+    assert len(moved) == 1 and moved[0].read_bytes() == damaged                          # kept, unchanged
+    again = load(_toy_run(tmp_path / "again"))                                           # the fresh cache works
+    assert again["calls"]["cached"].all()
+
+
+def test_cache_file_with_a_bad_header_is_replaced(tmp_path):
+    import pytest
+    path = tmp_path / "replay.sqlite"
+    path.write_bytes(b"this is not SQLite at all" * 50)
+    with pytest.warns(CacheQuarantined, match="damaged"):
+        cache = ReplayCache(path)
+    llm = LLMHandle(ScriptedBackbone(lambda m: "x", name="cache-test"), cache=cache)
+    assert not llm.chat(MESSAGES).cached and llm.chat(MESSAGES).cached
+    assert cache.quarantined.read_bytes() == b"this is not SQLite at all" * 50
+
+
+
+def test_a_second_process_does_not_quarantine_the_fresh_cache_of_the_first(tmp_path):
+    import pytest
+    path = tmp_path / "replay.sqlite"
+    _fill(path, n=300)
+    first, second = ReplayCache(path), ReplayCache(path)       # two processes sharing $JITLAB_HOME
+    _damage_pages(path)                                          # (same inode: both see the damage)
+    with pytest.warns(CacheQuarantined, match="moved to"):
+        assert first.get("no-such-key") is None
+    fresh = path.stat().st_ino
+    first.put("k", [1.0], kind="score")
+    assert second.get("k", kind="score") == [1.0]                 # the second notices, moves nothing, reads it
+    assert path.stat().st_ino == fresh and first.get("k", kind="score") == [1.0]
+    assert len(list(tmp_path.glob("replay.corrupt-*.sqlite"))) == 1
