@@ -29,6 +29,8 @@ import threading
 from jitlab.errors import HarnessError
 from jitlab.sandbox import wire
 from jitlab.sandbox.diagnostics import from_exception
+# imported before the audit hook exists: pyseccomp runs ldconfig (a subprocess) to find libseccomp
+from jitlab.sandbox.seccomp import install as install_seccomp
 
 __all__ = ["main"]
 
@@ -237,8 +239,7 @@ def main(argv: list[str]) -> None:
     faulthandler.enable(file=sys.__stderr__, all_threads=True)
     faulthandler.register(signal.SIGSYS, file=sys.__stderr__, all_threads=True, chain=True)
     sys.addaudithook(_audit)
-    from jitlab.sandbox.seccomp import install
-    install(os.getpid())
+    install_seccomp(os.getpid())
     channel.send("hello")
     # ---- from here on, harness code runs ----
     try:

@@ -177,7 +177,8 @@ def probe(config: SandboxConfig | None = None) -> tuple[bool, str]:
     if shutil.which(config.bwrap) is None:
         result = (False, f"bubblewrap ({config.bwrap!r}) is not installed or not on PATH")
     else:
-        argv = _bwrap_argv(config, None) + [config.python, "-s", "-B", "-c", "import jitlab.sandbox.seccomp"]
+        argv = _bwrap_argv(config, None) + [config.python, "-s", "-B", "-c",
+                                                    "import jitlab.sandbox.seccomp as s; s.build(1)"]
         try:
             run = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
                                  env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
