@@ -129,6 +129,8 @@ DENIED = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "
           "adjtimex", "clock_adjtime", "sethostname", "setdomainname", "quotactl", "personality", "uselib",
           "fanotify_init", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 
+# allowed or trapped depending on their arguments (rules in build())
+_CHECKED = ("clone", "clone3", "socket", "socketpair", "kill", "tgkill", "prlimit64", "rt_sigaction")
 _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (CLONE_NEWTIME is clone3/unshare only)
 _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
@@ -236,7 +238,8 @@ def install(pid: int | None = None) -> None:
 
 # ---- extending the list: read a strace -ff trace -------------------------------------------------------
 
-_INSTALLED = re.compile(r"PR_SET_SECCOMP|seccomp\(SECCOMP_SET_MODE_FILTER")
+# the successful load (libseccomp first probes the kernel with SECCOMP_SET_MODE_FILTER and a NULL program)
+_INSTALLED = re.compile(r"^(?:prctl\(PR_SET_SECCOMP|seccomp\(SECCOMP_SET_MODE_FILTER).*\{len=.*= 0$", re.M)
 _CALL = re.compile(r"^([a-z_0-9]+)\(")
 _NEW_TASK = re.compile(r"^(?:clone|clone3|fork|vfork)\(.*= (\d+)(?: /\* (\d+) in strace's PID NS \*/)?$")
 
@@ -276,7 +279,9 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:
         seen_calls = traced(sys.argv[1])
         for name, n in sorted(seen_calls.items()):
-            print(f"{name:24s} {n:8d}  {'allowed' if name in ALLOWED else 'trapped' if name in DENIED else 'NOT LISTED'}")
+            verdict = ("allowed" if name in ALLOWED else "trapped" if name in DENIED else
+                       "arguments checked" if name in _CHECKED else "NOT LISTED (EPERM)")
+            print(f"{name:24s} {n:8d}  {verdict}")
         print("not simply allowed (argument-checked, trapped or missing):", " ".join(missing(seen_calls)) or "none")
     else:
         print(pfc())
