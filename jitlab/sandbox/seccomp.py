@@ -74,13 +74,31 @@ import os
 import re
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
-try:  # pyseccomp runs ldconfig to find libseccomp: the child imports this module before its audit hook
-    import pyseccomp as _sc
+
+def _import_pyseccomp():
+    """Import pyseccomp, first naming the libraries by their sonames: its own ``ctypes.util.find_library``
+    calls run ``ldconfig -p`` twice (two fork+execs, ~10 ms of every child's start-up). If the sonames do
+    not load, import it again with the real lookup."""
+    import ctypes.util
+    find = ctypes.util.find_library
+    ctypes.util.find_library = lambda name: {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}.get(name) or find(name)
+    try:
+        import pyseccomp
+        return pyseccomp
+    except OSError:
+        pass
+    finally:
+        ctypes.util.find_library = find
+    import pyseccomp  # subprocesses: the child imports this module before it installs its audit hook
+    return pyseccomp
+
+
+try:
+    _sc = _import_pyseccomp()
     _IMPORT_ERROR: Exception | None = None
-except (ImportError, RuntimeError, OSError) as exc:  # RuntimeError: "Unable to find libseccomp"
+except (ImportError, RuntimeError, OSError) as exc:  # RuntimeError: pyseccomp's "Unable to find libseccomp"
     _sc, _IMPORT_ERROR = None, exc
 
 __all__ = ["ALLOWED", "DENIED", "SeccompUnsupported", "build", "install", "bpf", "pfc", "traced", "missing"]
@@ -211,6 +229,7 @@ def build(pid: int | None = None):
 
 
 def _export(pid: int | None, method: str) -> bytes:
+    import tempfile
     with tempfile.TemporaryFile() as out:
         getattr(build(pid), method)(out)
         out.seek(0)
