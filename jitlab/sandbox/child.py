@@ -5,8 +5,8 @@ Started by the parent (jitlab.sandbox.runner), normally under bubblewrap::
     python -s -B -m jitlab.sandbox.child RPC_IN_FD RPC_OUT_FD
 
 Order matters: read the ``start`` message (nonce, limits, folder, mode) -> set rlimits ->
-route Python's stdout/stderr to the capped noise pipe -> faulthandler for SIGSYS -> audit hook
--> seccomp filter -> ``hello``. Only after ``hello`` does harness code run (compile, import,
+route Python's stdout/stderr to the capped noise pipe -> faulthandler for SIGSYS -> import
+libseccomp -> audit hook -> seccomp filter (jitlab.sandbox.seccomp) -> ``hello``. Only after ``hello`` does harness code run (compile, import,
 interface check -> ``ready`` or ``fail``); then it serves begin/decide/observe until ``close``.
 A failure before ``hello`` is the sandbox's (InfraError in the parent), after it the harness's.
 
@@ -29,8 +29,6 @@ import threading
 from jitlab.errors import HarnessError
 from jitlab.sandbox import wire
 from jitlab.sandbox.diagnostics import from_exception
-# imported before the audit hook exists: pyseccomp runs ldconfig (a subprocess) to find libseccomp
-from jitlab.sandbox.seccomp import install as install_seccomp
 
 __all__ = ["main"]
 
@@ -238,8 +236,11 @@ def main(argv: list[str]) -> None:
     sys.stdout = sys.stderr = _FdWriter(2)
     faulthandler.enable(file=sys.__stderr__, all_threads=True)
     faulthandler.register(signal.SIGSYS, file=sys.__stderr__, all_threads=True, chain=True)
+    # under the rlimits (a limit too small to set up in is the sandbox's failure, not the harness's) but
+    # before the audit hook: if the libraries' sonames do not load, pyseccomp runs ldconfig to find them
+    from jitlab.sandbox.seccomp import install
     sys.addaudithook(_audit)
-    install_seccomp(os.getpid())
+    install(os.getpid())
     channel.send("hello")
     # ---- from here on, harness code runs ----
     try:
