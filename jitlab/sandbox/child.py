@@ -5,8 +5,8 @@ Started by the parent (jitlab.sandbox.runner), normally under bubblewrap::
     python -s -B -m jitlab.sandbox.child RPC_IN_FD RPC_OUT_FD
 
 Order matters: read the ``start`` message (nonce, limits, folder, mode) -> set rlimits ->
-route Python's stdout/stderr to the capped noise pipe -> faulthandler for SIGSYS -> import
-libseccomp -> audit hook -> seccomp filter (jitlab.sandbox.seccomp) -> ``hello``. Only after ``hello`` does harness code run (compile, import,
+route Python's stdout/stderr to the capped noise pipe -> faulthandler for SIGSYS -> audit hook
+-> seccomp filter (built by the parent with libseccomp, loaded here; jitlab.sandbox.seccomp) -> ``hello``. Only after ``hello`` does harness code run (compile, import,
 interface check -> ``ready`` or ``fail``); then it serves begin/decide/observe until ``close``.
 A failure before ``hello`` is the sandbox's (InfraError in the parent), after it the harness's.
 
@@ -236,11 +236,13 @@ def main(argv: list[str]) -> None:
     sys.stdout = sys.stderr = _FdWriter(2)
     faulthandler.enable(file=sys.__stderr__, all_threads=True)
     faulthandler.register(signal.SIGSYS, file=sys.__stderr__, all_threads=True, chain=True)
-    # under the rlimits (a limit too small to set up in is the sandbox's failure, not the harness's) but
-    # before the audit hook: if the libraries' sonames do not load, pyseccomp runs ldconfig to find them
-    from jitlab.sandbox.seccomp import install
+    # the parent built the filter (libseccomp) for the pid it expected this process to have; with another
+    # pid, build it here, before the audit hook (pyseccomp may run ldconfig to find libseccomp)
+    from jitlab.sandbox import seccomp
+    offered = start.get("seccomp") or {}
+    program = bytes.fromhex(offered["bpf"]) if offered.get("pid") == os.getpid() else seccomp.bpf(os.getpid())
     sys.addaudithook(_audit)
-    install(os.getpid())
+    seccomp.load(program)
     channel.send("hello")
     # ---- from here on, harness code runs ----
     try:

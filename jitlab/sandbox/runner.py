@@ -49,7 +49,7 @@ import jitlab
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import resolve
 from jitlab.protocol import Decision
-from jitlab.sandbox import wire
+from jitlab.sandbox import seccomp, wire
 from jitlab.sandbox.diagnostics import (CHILD_KINDS, Diagnostic, SandboxHarnessError, SandboxSetupError,
                                         location_from_text, trim)
 
@@ -177,8 +177,7 @@ def probe(config: SandboxConfig | None = None) -> tuple[bool, str]:
     if shutil.which(config.bwrap) is None:
         result = (False, f"bubblewrap ({config.bwrap!r}) is not installed or not on PATH")
     else:
-        argv = _bwrap_argv(config, None) + [config.python, "-s", "-B", "-c",
-                                                    "import jitlab.sandbox.seccomp as s; s.build(1)"]
+        argv = _bwrap_argv(config, None) + [config.python, "-s", "-B", "-c", "import jitlab.sandbox.seccomp"]
         try:
             run = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
                                  env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
@@ -291,8 +290,16 @@ class _Child:
         deadline = time.monotonic() + self.config.start_timeout_s
         limits = {"memory_mb": self.config.memory_mb, "cpu_s": self.config.cpu_s, "fsize_mb": self.config.tmpfs_mb,
                   "nofile": self.config.nofile}
+        # the seccomp filter is generated here (libseccomp, once per pid) and loaded by the child
+        pid = seccomp.SANDBOX_PID if self.isolated else self.proc.pid
         try:
-            self.send({"op": "start", "folder": self.inside, "mode": self.mode, "limits": limits}, deadline)
+            program = seccomp.bpf(pid)
+        except seccomp.SeccompUnsupported as exc:
+            self.kill()
+            raise SandboxSetupError(f"cannot build the sandbox's seccomp filter: {exc}") from None
+        try:
+            self.send({"op": "start", "folder": self.inside, "mode": self.mode, "limits": limits,
+                       "seccomp": {"pid": pid, "bpf": program.hex()}}, deadline)
             self.recv(("hello",), deadline)
         except _ChildFailed as failed:
             self.kill()

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import functools
 import os
 import re
 import signal
@@ -77,31 +78,12 @@ import sys
 from pathlib import Path
 
 
-def _import_pyseccomp():
-    """Import pyseccomp, first naming the libraries by their sonames: its own ``ctypes.util.find_library``
-    calls run ``ldconfig -p`` twice (two fork+execs, ~10 ms of every child's start-up). If the sonames do
-    not load, import it again with the real lookup."""
-    import ctypes.util
-    find = ctypes.util.find_library
-    ctypes.util.find_library = lambda name: {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}.get(name) or find(name)
-    try:
-        import pyseccomp
-        return pyseccomp
-    except OSError:
-        pass
-    finally:
-        ctypes.util.find_library = find
-    import pyseccomp  # subprocesses: the child imports this module before it installs its audit hook
-    return pyseccomp
+__all__ = ["ALLOWED", "DENIED", "SANDBOX_PID", "SeccompUnsupported", "build", "bpf", "pfc", "load", "install",
+           "traced", "missing"]
 
-
-try:
-    _sc = _import_pyseccomp()
-    _IMPORT_ERROR: Exception | None = None
-except (ImportError, RuntimeError, OSError) as exc:  # RuntimeError: pyseccomp's "Unable to find libseccomp"
-    _sc, _IMPORT_ERROR = None, exc
-
-__all__ = ["ALLOWED", "DENIED", "SeccompUnsupported", "build", "install", "bpf", "pfc", "traced", "missing"]
+# the pid of the sandboxed Python inside bubblewrap's pid namespace (bwrap's own init is pid 1): the parent
+# builds the filter for it; a child that finds another pid builds its own (see jitlab/sandbox/child.py)
+SANDBOX_PID = 2
 
 
 class SeccompUnsupported(OSError):
@@ -169,11 +151,20 @@ def _blocks(lo: int, hi: int) -> list[tuple[int, int]]:
     return out
 
 
+_PYSECCOMP = None
+
+
 def _lib():
-    if _sc is None:
-        raise SeccompUnsupported(f"libseccomp is not usable ({_IMPORT_ERROR}); install the Python package "
-                                 "'pyseccomp' and the system library (apt-get install libseccomp2)")
-    return _sc
+    """pyseccomp, imported on first use: a child handed a finished program never loads libseccomp."""
+    global _PYSECCOMP
+    if _PYSECCOMP is None:
+        try:
+            import pyseccomp
+        except (ImportError, RuntimeError, OSError) as exc:  # RuntimeError: pyseccomp's "Unable to find libseccomp"
+            raise SeccompUnsupported(f"libseccomp is not usable ({exc}); install the Python package 'pyseccomp' "
+                                     "and the system library (apt-get install libseccomp2)") from exc
+        _PYSECCOMP = pyseccomp
+    return _PYSECCOMP
 
 
 def build(pid: int | None = None):
@@ -229,15 +220,25 @@ def build(pid: int | None = None):
 
 
 def _export(pid: int | None, method: str) -> bytes:
-    import tempfile
-    with tempfile.TemporaryFile() as out:
-        getattr(build(pid), method)(out)
-        out.seek(0)
-        return out.read()
+    fd = os.memfd_create("jitlab-seccomp")
+    try:
+        with os.fdopen(fd, "w+b") as out:
+            getattr(build(pid), method)(out)
+            out.seek(0)
+            return out.read()
+    except OSError as exc:
+        if isinstance(exc, SeccompUnsupported):
+            raise
+        raise SeccompUnsupported(f"libseccomp could not export the sandbox filter: {exc}") from exc
 
 
 def bpf(pid: int | None = None) -> bytes:
-    """The filter as a classic-BPF program (``struct sock_filter[]``), e.g. for ``bwrap --seccomp FD``."""
+    """The filter as a classic-BPF program (a packed ``struct sock_filter[]``), ready for :func:`load`."""
+    return _bpf(os.getpid() if pid is None else pid)
+
+
+@functools.lru_cache(maxsize=4)
+def _bpf(pid: int) -> bytes:  # the parent builds one program for every sandboxed child (all are SANDBOX_PID)
     return _export(pid, "export_bpf")
 
 
@@ -246,13 +247,32 @@ def pfc(pid: int | None = None) -> str:
     return _export(pid, "export_pfc").decode()
 
 
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def load(program: bytes) -> None:
+    """Load a program from :func:`bpf` on the calling thread (before any other thread exists): what
+    libseccomp's ``seccomp_load`` does, without loading libseccomp into the sandboxed process."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    if not program or len(program) % 8:
+        raise SeccompUnsupported(f"not a seccomp program: {len(program)} bytes")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SeccompUnsupported(f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
+        raise SeccompUnsupported(f"prctl(PR_SET_SECCOMP) failed: {os.strerror(ctypes.get_errno())}")
+
+
 def install(pid: int | None = None) -> None:
-    """Build the filter and load it on the calling thread (call it before any thread exists)."""
-    f = build(pid)
-    try:
-        f.load()
-    except OSError as exc:
-        raise SeccompUnsupported(f"loading the seccomp filter failed: {exc}") from exc
+    """Build the filter for ``pid`` (default: this process) and load it on the calling thread."""
+    load(bpf(pid))
 
 
 # ---- extending the list: read a strace -ff trace -------------------------------------------------------

@@ -78,3 +78,15 @@ def test_trapped_syscalls_are_a_sandbox_violation(tmp_path, how):
     result, agent, records, _ = episode(folder, small_config())
     assert result.status == "harness_error" and records == [], records
     assert agent.diagnostic.kind == "sandbox_violation", agent.diagnostic
+
+
+@requires_bwrap
+def test_a_child_with_an_unexpected_pid_builds_its_own_filter(tmp_path, monkeypatch):
+    # the parent builds the program for SANDBOX_PID; a child that finds another pid must not load a filter
+    # whose kill/tgkill rules name someone else: it builds its own with libseccomp, same rules
+    monkeypatch.setattr(seccomp, "SANDBOX_PID", 12345)
+    test_unlisted_syscalls_fail_with_eperm_in_the_sandbox(tmp_path)
+    body = "import os, signal\nos.kill(os.getpid(), signal.SIGSYS)"   # the audit hook's own path still works
+    folder = write_harness(tmp_path / "cand2", action_py=action(body))
+    result, agent, _, _ = episode(folder, small_config())
+    assert result.status == "harness_error" and agent.diagnostic.kind == "sandbox_violation", agent.diagnostic
