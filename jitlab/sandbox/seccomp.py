@@ -41,7 +41,7 @@ filter was installed was collected (``python -m jitlab.sandbox.seccomp TRACE_DIR
 workloads: ``jitlab run --suite toy --isolation sandbox --backbone scripted:pick-first`` for all 14
 seeds, ``validate()`` (the code generator's and the repair loop's check), a harness that imports NumPy
 and runs linear algebra (OpenBLAS threads), threads, ``tempfile``, ``sqlite3``, ``time.sleep``, and the
-71 isolation tests in tests/sandbox. They used 35 syscalls: brk, clock_nanosleep, clone (threads),
+71 isolation tests in tests/sandbox. They used 36 syscalls: brk, clock_nanosleep, clone (threads),
 clone3 (ENOSYS), close, epoll_create1, exit, exit_group, fstat, futex, getdents64, getpid, getrandom,
 gettid, ioctl (isatty checks), kill (self), lseek, madvise, mbind (NumPy), mmap, mprotect, munmap,
 newfstatat, openat, pread64, read, rseq, rt_sigaction, rt_sigprocmask, sched_getaffinity (OpenBLAS),
@@ -72,10 +72,11 @@ Signals to other processes and the syscalls no workload needed fail with EPERM r
 harness can catch the error, which changes nothing outside it.
 
 Cost, measured against the hand-built denylist it replaces (CPU time of the filter's part of a child's
-start-up, median of 30, 2-core machine under load): 6.0 ms before, 5.5 ms now (0.3 -> 2.0 ms to load
-the larger program, 5.7 -> 3.5 ms of imports); a child that builds its own: 16.6 ms. Per syscall the
-binary tree libseccomp emits costs the same as the old linear list (20,000 stat+getppid pairs: 0.50 vs
-0.51 us per call). Whole episodes: see benchmarks/sandbox_overhead.py and jitlab/sandbox/README.md.
+start-up, median of 30, 2-core machine under load): 6.0 ms before, 5.5 ms now (imports 5.7 -> 3.5 ms;
+loading, which now includes importing ctypes, 0.3 -> 2.0 ms); a child that builds its own: 16.6 ms. Per syscall the
+binary tree libseccomp emits is a little cheaper than the old linear list (100,000 stat/getppid calls
+from Python: 0.43 us each, 0.44 before, 0.40 with no filter). Whole episodes: benchmarks/sandbox_overhead.py,
+numbers in jitlab/sandbox/README.md.
 """
 from __future__ import annotations
 
