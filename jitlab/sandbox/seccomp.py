@@ -83,12 +83,12 @@ from __future__ import annotations
 import collections
 import errno
 import functools
+import itertools
 import os
 import re
 import signal
 import sys
 from pathlib import Path
-
 
 __all__ = ["ALLOWED", "DENIED", "SANDBOX_PID", "SeccompUnsupported", "build", "bpf", "pfc", "load", "install",
            "traced", "missing"]
@@ -221,7 +221,7 @@ def build(pid: int | None = None):
         for sig in guarded:
             rule(sc.KILL_PROCESS, "rt_sigaction", cmp(sc.MASKED_EQ, _LOW32, sig))
         edges = [0] + guarded + [65]  # signals 1..64 but the guarded ones, upper half zero
-        for lo, hi in zip(edges, edges[1:]):
+        for lo, hi in itertools.pairwise(edges):
             for mask, value in _blocks(lo + 1, hi - 1):
                 rule(sc.ALLOW, "rt_sigaction", cmp(sc.MASKED_EQ, mask, value))
     except OSError as exc:
@@ -290,7 +290,7 @@ def install(pid: int | None = None) -> None:
 # ---- extending the list: read a strace -ff trace -------------------------------------------------------
 
 # the successful load (libseccomp first probes the kernel with SECCOMP_SET_MODE_FILTER and a NULL program)
-_INSTALLED = re.compile(r"^(?:prctl\(PR_SET_SECCOMP|seccomp\(SECCOMP_SET_MODE_FILTER).*\{len=.*= 0$", re.M)
+_INSTALLED = re.compile(r"^(?:prctl\(PR_SET_SECCOMP|seccomp\(SECCOMP_SET_MODE_FILTER).*\{len=.*= 0$", re.MULTILINE)
 _CALL = re.compile(r"^([a-z_0-9]+)\(")
 _NEW_TASK = re.compile(r"^(?:clone|clone3|fork|vfork)\(.*= (\d+)(?: /\* (\d+) in strace's PID NS \*/)?$")
 
@@ -298,7 +298,7 @@ _NEW_TASK = re.compile(r"^(?:clone|clone3|fork|vfork)\(.*= (\d+)(?: /\* (\d+) in
 def traced(directory: str | Path) -> collections.Counter:
     """Syscall counts of every process in ``strace --pidns-translation -ff -o DIR/t`` output after it installed
     a seccomp filter, and of the threads it started afterwards (files ``t.<tid>``)."""
-    files = {int(p.name.rsplit(".", 1)[1]): p for p in Path(directory).glob("*.*") if p.name.rsplit(".", 1)[1].isdigit()}
+    files = {int(p.suffix[1:]): p for p in Path(directory).glob("*.*") if p.suffix[1:].isdigit()}
     todo, seen, counts = [], set(), collections.Counter()
     for tid, path in files.items():
         text = path.read_text(errors="replace")
@@ -315,8 +315,8 @@ def traced(directory: str | Path) -> collections.Counter:
             if call:
                 counts[call.group(1)] += 1
             task = _NEW_TASK.match(line)
-            if task and int(task.group(2) or task.group(1)) in files:
-                child = int(task.group(2) or task.group(1))
+            child = int(task.group(2) or task.group(1)) if task else None  # the host tid names its file
+            if child in files:
                 todo.append((child, files[child].read_text(errors="replace")))
     return counts
 

@@ -41,7 +41,7 @@ def test_filter_is_libseccomp_default_deny():
 
 def test_low32_blocks_cover_exactly_the_range():
     for lo, hi in [(1, 23), (25, 30), (32, 64), (0, 0), (5, 5)]:
-        covered = {v for v in range(0, 200) for mask, value in seccomp._blocks(lo, hi) if v & mask == value}
+        covered = {v for v in range(200) for mask, value in seccomp._blocks(lo, hi) if v & mask == value}
         assert covered == set(range(lo, hi + 1))
 
 
@@ -90,3 +90,21 @@ def test_a_child_with_an_unexpected_pid_builds_its_own_filter(tmp_path, monkeypa
     folder = write_harness(tmp_path / "cand2", action_py=action(body))
     result, agent, _, _ = episode(folder, small_config())
     assert result.status == "harness_error" and agent.diagnostic.kind == "sandbox_violation", agent.diagnostic
+
+
+def test_traced_counts_calls_after_the_filter_and_in_later_threads(tmp_path):
+    # a synthetic strace --pidns-translation -ff trace: child 100 loads its filter, then starts thread 101
+    (tmp_path / "t.100").write_text(
+        'execve("/usr/bin/python", ["python"], 0x1 /* 7 vars */) = 0\n'
+        'seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, NULL) = -1 EFAULT (Bad address)\n'
+        'openat(AT_FDCWD, "/usr/lib", O_RDONLY) = 3\n'
+        'seccomp(SECCOMP_SET_MODE_FILTER, 0, {len=387, filter=0x55}) = 0\n'
+        'read(3, "x", 1) = 1\n'
+        "clone(child_stack=0x7f, flags=CLONE_VM|CLONE_THREAD, parent_tid=[3 /* 101 in strace's PID NS */]) = "
+        "3 /* 101 in strace's PID NS */\n"
+        'shmget(IPC_PRIVATE, 4096, 0600) = -1 EPERM (Operation not permitted)\n')
+    (tmp_path / "t.101").write_text("set_robust_list(0x7f, 24) = 0\nfutex(0x7f, FUTEX_WAIT, 0, NULL) = 0\n")
+    (tmp_path / "t.200").write_text("openat(AT_FDCWD, \"/etc\", O_RDONLY) = 3\n")   # another process, no filter
+    counts = seccomp.traced(tmp_path)
+    assert dict(counts) == {"read": 1, "clone": 1, "shmget": 1, "set_robust_list": 1, "futex": 1}
+    assert seccomp.missing(counts) == ["clone", "shmget"]
