@@ -14,7 +14,8 @@ uid 65534 with a cleared environment; ``/usr``, the Python install, the venv and
 package are read-only (``jitlab/envs`` is hidden except ``base.py``: suite code can rebuild
 answers), the candidate folder is read-only at ``/sandbox/harness``, and a size-capped tmpfs
 at ``/tmp`` is the only writable place. Inside, rlimits and a seccomp filter
-(:mod:`jitlab.sandbox.seccomp`) apply before any harness code is imported. The environment,
+(:mod:`jitlab.sandbox.seccomp`: an allowlist this side generates with libseccomp, sent in the
+``start`` message) apply before any harness code is imported. The environment,
 scorer, bank and backbone never enter the child: it asks for ``chat``/``score`` over the pipe
 and the parent calls its own LLMHandle, so accounting, budgets and the cache stay trusted.
 

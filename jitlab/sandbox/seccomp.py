@@ -88,6 +88,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from pathlib import Path
 
 __all__ = ["ALLOWED", "DENIED", "SANDBOX_PID", "SeccompUnsupported", "build", "bpf", "pfc", "load", "install",
@@ -251,7 +252,11 @@ def bpf(pid: int | None = None) -> bytes:
 
 @functools.lru_cache(maxsize=4)
 def _bpf(pid: int) -> bytes:  # the parent builds one program for every sandboxed child (all are SANDBOX_PID)
-    return _export(pid, "export_bpf")
+    with _BUILDING:  # episodes start children from several threads; libseccomp probes the kernel into globals
+        return _export(pid, "export_bpf")
+
+
+_BUILDING = threading.Lock()
 
 
 def pfc(pid: int | None = None) -> str:
