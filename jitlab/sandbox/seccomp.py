@@ -104,8 +104,7 @@ class SeccompUnsupported(OSError):
 
 
 # ---- the allowlist, by purpose (names as in the kernel's syscall tables; libseccomp maps them per arch) ----
-_MEMORY = ("brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore", "mbind", "get_mempolicy",
-           "membarrier")
+_MEMORY = ("brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mbind", "get_mempolicy")
 _FILES = ("read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
           "open", "openat", "openat2", "creat", "close", "close_range", "lseek", "dup", "dup2", "dup3", "pipe",
           "pipe2", "fcntl", "flock", "ioctl", "fsync", "fdatasync", "ftruncate", "truncate", "fadvise64",
@@ -118,9 +117,9 @@ _FILES = ("read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "
 _WAITING = ("select", "pselect6", "poll", "ppoll", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
             "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "nanosleep", "clock_nanosleep", "pause",
             "sched_yield", "futex", "futex_waitv", "timerfd_create", "timerfd_settime", "timerfd_gettime")
-_THREADS = ("set_robust_list", "get_robust_list", "set_tid_address", "rseq", "exit", "exit_group",
-            "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_getscheduler",
-            "sched_get_priority_max", "sched_get_priority_min", "getpriority", "setpriority")
+# no set* that takes a pid (sched_setaffinity, setpriority): unisolated, it would reach the parent
+_THREADS = ("set_robust_list", "set_tid_address", "rseq", "exit", "exit_group", "sched_getaffinity",
+            "sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min", "getpriority")
 _SIGNALS = ("rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend", "rt_sigtimedwait", "sigaltstack",
             "restart_syscall", "alarm", "getitimer", "setitimer")
 _INFO = ("getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
