@@ -73,10 +73,11 @@ harness can catch the error, which changes nothing outside it.
 
 Cost, measured against the hand-built denylist it replaces (CPU time of the filter's part of a child's
 start-up, median of 30, 2-core machine under load): 6.0 ms before, 5.5 ms now (imports 5.7 -> 3.5 ms;
-loading, which now includes importing ctypes, 0.3 -> 2.0 ms); a child that builds its own: 16.6 ms. Per syscall the
-binary tree libseccomp emits is a little cheaper than the old linear list (100,000 stat/getppid calls
-from Python: 0.43 us each, 0.44 before, 0.40 with no filter). Whole episodes: benchmarks/sandbox_overhead.py,
-numbers in jitlab/sandbox/README.md.
+loading, which now includes importing ctypes, 0.3 -> 2.0 ms); a child that builds its own: 16.6 ms.
+Per syscall, the binary tree libseccomp emits is a little cheaper than the old linear list (100,000
+stat/getppid calls from Python: 0.43 us each, 0.44 before, 0.40 with no filter). Whole episodes:
+benchmarks/sandbox_overhead.py, numbers in jitlab/sandbox/README.md. The allowlist costs nothing
+measurable, so it stays.
 """
 from __future__ import annotations
 
