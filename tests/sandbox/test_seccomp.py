@@ -6,7 +6,7 @@ import platform
 
 import pyseccomp
 import pytest
-from sandbox_helpers import action, episode, requires_bwrap, small_config, write_harness
+from sandbox_helpers import action, descendants, episode, requires_bwrap, small_config, write_harness
 
 from jitlab.sandbox import seccomp
 
@@ -108,3 +108,20 @@ def test_traced_counts_calls_after_the_filter_and_in_later_threads(tmp_path):
     counts = seccomp.traced(tmp_path)
     assert dict(counts) == {"read": 1, "clone": 1, "shmget": 1, "set_robust_list": 1, "futex": 1}
     assert seccomp.missing(counts) == ["clone", "shmget"]
+
+
+@requires_bwrap
+def test_without_libseccomp_the_sandbox_refuses_with_a_clear_infra_error(tmp_path, monkeypatch):
+    import sys
+
+    from jitlab.sandbox import SandboxSetupError, validate
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)       # as if the package were not installed
+    monkeypatch.setattr(seccomp, "_PYSECCOMP", None)
+    seccomp._bpf.cache_clear()
+    try:
+        with pytest.raises(SandboxSetupError, match="cannot build the sandbox's seccomp filter: libseccomp is not "
+                                                    "usable .*install the Python package 'pyseccomp'"):
+            validate(write_harness(tmp_path / "cand"), small_config())
+        assert descendants() == []
+    finally:
+        seccomp._bpf.cache_clear()
