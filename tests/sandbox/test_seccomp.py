@@ -6,14 +6,7 @@ import platform
 
 import pyseccomp
 import pytest
-from sandbox_helpers import (
-    action,
-    descendants,
-    episode,
-    requires_bwrap,
-    small_config,
-    write_harness,
-)
+from sandbox_helpers import action, descendants, episode, requires_bwrap, small_config, write_harness
 
 from jitlab.sandbox import seccomp
 
