@@ -7,7 +7,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.jitlab-setup
-APT_PACKAGES := bubblewrap chromium chromium-driver
+APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup demo test test-slow bench clean-venv

@@ -1,9 +1,10 @@
 """Sandbox overhead: per-episode start cost and per-step RPC cost, as shares of episode wall time.
 
-    .venv/bin/python benchmarks/sandbox_overhead.py [--tasks 10] [--latency-ms 0,50] [--json out.json]
+    .venv/bin/python benchmarks/sandbox_overhead.py [--tasks 10] [--latency-ms 0,50] [--harnesses tiny,react,numpy]
+                                                    [--json out.json]
 
-For each harness (a tiny test harness written to a temp folder, and the ``react`` seed) and each
-simulated backbone latency, it plays the toy suite's dev tasks twice in the same process: once
+For each harness (a tiny test harness written to a temp folder, the same importing NumPy, and the
+``react`` seed) and each simulated backbone latency, it plays the toy suite's dev tasks twice in the same process: once
 in-process (``HarnessAgent``) and once sandboxed (``SandboxedAgent``: bubblewrap + seccomp +
 rlimits), with the same scripted backbone (``scripted:pick-first``, a TEST DOUBLE; ``--latency-ms``
 adds a sleep per call to stand in for a real model). It reports, per episode:
@@ -51,11 +52,15 @@ _TINY = {
 }
 
 
-def _tiny_harness(root: Path) -> Path:
-    folder = root / "tiny"
+# the tiny harness plus a NumPy import at load: thousands of stat/open/mmap calls through the seccomp filter
+_NUMPY = {**_TINY, "memory.py": "import numpy\n" + _TINY["memory.py"], "description.yaml": "name: numpy\n"}
+
+
+def _write(root: Path, name: str, files: dict) -> Path:
+    folder = root / name
     folder.mkdir()
-    for name, text in _TINY.items():
-        (folder / name).write_text(text)
+    for file, text in files.items():
+        (folder / file).write_text(text)
     return folder
 
 
@@ -102,6 +107,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=10, help="toy dev tasks per configuration")
     parser.add_argument("--latency-ms", default="0,50", help="comma-separated simulated backbone latencies")
+    parser.add_argument("--harnesses", default="tiny,react,numpy", help="comma-separated: tiny, react, numpy "
+                                                                        "(the tiny harness importing NumPy)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args(argv)
     ok, reason = probe()
@@ -112,7 +119,9 @@ def main(argv=None) -> int:
     specs = ToySuite().tasks("dev")[: args.tasks]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        harnesses = {"tiny": _tiny_harness(Path(tmp)), "react": "react"}
+        known = {"tiny": lambda: _write(Path(tmp), "tiny", _TINY), "react": lambda: "react",
+                 "numpy": lambda: _write(Path(tmp), "numpy", _NUMPY)}
+        harnesses = {name: known[name]() for name in args.harnesses.split(",")}
         for latency in [float(x) for x in args.latency_ms.split(",")]:
             for name, harness in harnesses.items():
                 rows.append(bench(harness, name, specs, latency, config))

@@ -14,7 +14,8 @@ uid 65534 with a cleared environment; ``/usr``, the Python install, the venv and
 package are read-only (``jitlab/envs`` is hidden except ``base.py``: suite code can rebuild
 answers), the candidate folder is read-only at ``/sandbox/harness``, and a size-capped tmpfs
 at ``/tmp`` is the only writable place. Inside, rlimits and a seccomp filter
-(:mod:`jitlab.sandbox.seccomp`) apply before any harness code is imported. The environment,
+(:mod:`jitlab.sandbox.seccomp`: an allowlist this side generates with libseccomp, sent in the
+``start`` message) apply before any harness code is imported. The environment,
 scorer, bank and backbone never enter the child: it asks for ``chat``/``score`` over the pipe
 and the parent calls its own LLMHandle, so accounting, budgets and the cache stay trusted.
 
@@ -49,7 +50,7 @@ import jitlab
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import resolve
 from jitlab.protocol import Decision
-from jitlab.sandbox import wire
+from jitlab.sandbox import seccomp, wire
 from jitlab.sandbox.diagnostics import (CHILD_KINDS, Diagnostic, SandboxHarnessError, SandboxSetupError,
                                         location_from_text, trim)
 
@@ -290,8 +291,16 @@ class _Child:
         deadline = time.monotonic() + self.config.start_timeout_s
         limits = {"memory_mb": self.config.memory_mb, "cpu_s": self.config.cpu_s, "fsize_mb": self.config.tmpfs_mb,
                   "nofile": self.config.nofile}
+        # the seccomp filter is generated here (libseccomp, once per pid) and loaded by the child
+        pid = seccomp.SANDBOX_PID if self.isolated else self.proc.pid
         try:
-            self.send({"op": "start", "folder": self.inside, "mode": self.mode, "limits": limits}, deadline)
+            program = seccomp.bpf(pid)
+        except seccomp.SeccompUnsupported as exc:
+            self.kill()
+            raise SandboxSetupError(f"cannot build the sandbox's seccomp filter: {exc}") from None
+        try:
+            self.send({"op": "start", "folder": self.inside, "mode": self.mode, "limits": limits,
+                       "seccomp": {"pid": pid, "bpf": program.hex()}}, deadline)
             self.recv(("hello",), deadline)
         except _ChildFailed as failed:
             self.kill()
