@@ -71,7 +71,7 @@ __all__ = [
     "translate_mysql",
 ]
 
-DATA_DIR = Path(__file__).resolve().parent / "data" / "dbbench"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "dbbench"
 _MODIFY = ("INSERT", "UPDATE", "DELETE")
 
 EXECUTE_SQL = Capability(
