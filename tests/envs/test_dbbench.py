@@ -181,3 +181,48 @@ def test_a_limited_slice_covers_several_families():
     from jitlab.envs.dbbench import DBBenchSuite
     first = DBBenchSuite().tasks("dev")[:10]
     assert len({t.family for t in first}) >= 5
+
+
+def _all_rows(env) -> str:
+    table = env.entry["table"]["table_name"].replace('"', '""')
+    return env.step("execute_sql", {"sql": f'SELECT * FROM "{table}"'}).text
+
+
+def test_the_seed_shuffles_the_row_order_deterministically(suite):
+    spec = _spec(suite, "counting")
+    env = suite.make_env(spec)
+    shipped = env.reset()
+    assert shipped.info["row_order"] == "as shipped"
+    first = repr(tuple(str(v) for v in env.entry["table"]["table_info"]["rows"][0]))
+    assert _all_rows(env).splitlines()[1] == first                  # seed 0: the table as AgentBench ships it
+    views = {}
+    for seed in (0, 1, 2, 1):
+        obs = env.reset(seed=seed)
+        views.setdefault(seed, []).append(_all_rows(env))
+        assert obs.info == {"seed": seed, "row_order": "as shipped" if seed == 0 else "shuffled"}
+    assert views[1][0] == views[1][1]                               # same seed, same episode
+    assert len({views[0][0], views[1][0], views[2][0]}) == 3        # another seed, another row order
+    assert sorted(views[1][0].splitlines()) == sorted(views[0][0].splitlines())   # the same rows
+    again = suite.make_env(spec)                                    # a fresh env: the same order for the seed
+    again.reset(seed=2)
+    assert _all_rows(again) == views[2][0]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_oracle_wins_every_dev_task_at_other_seeds(suite, seed):
+    """The gold answer stays valid under the seed's row order (or the task keeps the shipped order)."""
+    specs = suite.tasks("dev")
+    wins = 0
+    for spec in specs:
+        env = suite.make_env(spec)
+        wins += run_episode(env, suite.oracle(env), LLMHandle(None), Budget(), seed=seed).success
+        env.close()
+    assert wins == len(specs)
+
+
+def test_an_order_dependent_gold_answer_keeps_the_shipped_order():
+    from jitlab.envs.dbbench.data import entry_of
+    from jitlab.envs.dbbench.gold import row_order
+    # "what team is listed after manchester city?": at seed 3 the permutation changes the gold answer
+    entry = entry_of("test-006")
+    assert row_order(entry, 3) is None and row_order(entry, 1) is not None and row_order(entry, 0) is None

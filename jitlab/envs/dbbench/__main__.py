@@ -1,4 +1,4 @@
 """``python -m jitlab.envs.dbbench``: the gold check report."""
-from jitlab.envs.dbbench.suite import _main
+from jitlab.envs.dbbench.gold import report
 
-_main()
+report()
