@@ -8,15 +8,30 @@ Each task is one seeded episode of one level (``BabyAI-<family>-v0``); dev and t
 seed ranges (dev 1000.., test 2000..). The agent sees a text rendering of its 7x7 egocentric
 view (objects with relative positions, what is directly in front, what it carries) and acts with
 one tool ``act`` whose command is one of ``turn left``, ``turn right``, ``go forward``, ``pick
-up``, ``drop``, ``toggle``, ``done``. ``done`` ends the episode. Success = the environment's
-reward is > 0 (BabyAI pays ``1 - 0.9 * steps / max_steps`` on completion).
+up``, ``drop``, ``toggle``. Success = the environment's reward is > 0 (BabyAI pays
+``1 - 0.9 * steps / max_steps`` on completion); the episode ends when the mission is complete, at
+the level's own step limit, or when the harness's step budget is spent.
+
+No ``done`` command. minigrid's action set has a seventh action, ``done``, which its ``step`` treats as
+a no-op (``MiniGridEnv.step``: "Done action (not used by default)"; the BabyAI verifier only looks at it
+when ``BABYAI_DONE_ACTIONS`` is set), and the text interfaces LLM agents are compared on offer the six
+others only (BALROG's BabyAI-Text, ``balrog/environments/babyai_text/clean_lang_wrapper.py``:
+``BABYAI_ACTION_SPACE``). This suite follows BALROG and drops ``done`` from the admissible commands: a
+``done`` is answered as an invalid action that changes nothing and costs no environment step. (Until
+this change the suite offered ``done`` and ended the episode on it, unscored; models often sent it
+first, so earlier BabyAI results are not comparable.)
+
+Seeds. ``reset(seed)`` plays the level with gym seed ``task seed + seed * stride``, stride =
+``test_seed + per_split`` (2010 by default): seed 0 is the task's own episode, another seed a different
+layout and mission of the same level, the same at every reset with that seed; dev and test gym seeds
+never meet at any seed. The task description therefore gives the level's kind of mission, not the
+episode's (which is in every observation).
 
 The oracle (``BabyAISuite().oracle(env)``) is minigrid's ``BabyAIBot``; it reads the true
 environment state and exists only to check that the env and the scorer agree.
 
-Caveats: the reset ``seed`` argument is ignored: the task's own seed fixes the episode, so a
-task is the same episode every time. minigrid prints "Sampling rejected" while generating some
-levels; that output is dropped, for the thread resetting the level only (:func:`quiet`).
+Caveats: minigrid prints "Sampling rejected" while generating some levels; that output is dropped,
+for the thread resetting the level only (:func:`quiet`).
 """
 from __future__ import annotations
 
@@ -28,9 +43,11 @@ from dataclasses import dataclass, field
 from jitlab.envs.base import Score, TaskSpec, check_choice
 from jitlab.protocol import Capability, Decision, Observation
 
-__all__ = ["ACT", "COMMANDS", "LEVELS", "BabyAIConfig", "BabyAIEnv", "BabyAIOracle", "BabyAISuite", "quiet", "render"]
+__all__ = ["ACT", "COMMANDS", "LEVELS", "MISSIONS", "BabyAIConfig", "BabyAIEnv", "BabyAIOracle", "BabyAISuite", "gym_seed",
+           "quiet", "render"]
 
-COMMANDS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle", "done"]
+# minigrid.core.actions.Actions 0..5, in order (the index is the gym action); 6 = done is left out, see above
+COMMANDS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle"]
 _ALIASES = {"left": "turn left", "right": "turn right", "forward": "go forward", "move forward": "go forward",
             "pickup": "pick up", "open": "toggle", "go left": "turn left", "go right": "turn right"}
 
@@ -38,8 +55,8 @@ ACT = Capability("act", "Do one action in the grid world. command is one of: " +
                  {"type": "object", "properties": {"command": {"type": "string", "enum": COMMANDS}},
                   "required": ["command"]})
 
-# family -> (gym id, step budget given to a harness). Budgets leave room over the bot's longest
-# episode on the shipped seeds (measured: 20, 16, 12, 26, 21, 43, 11 steps).
+# family -> (gym id, step budget given to a harness). Budgets leave room over the bot's longest episode
+# (measured over dev and test at reset seeds 0-5, in this order: 20, 16, 15, 14, 28, 25, 54 steps).
 LEVELS = {
     "GoToLocal": ("BabyAI-GoToLocal-v0", 40),
     "PickupLoc": ("BabyAI-PickupLoc-v0", 40),
@@ -50,16 +67,31 @@ LEVELS = {
     "GoToSeqS5R2": ("BabyAI-GoToSeqS5R2-v0", 80),
 }
 
+# family -> the kind of mission its episodes get (after minigrid's level docstrings); the episode's own
+# mission is in every observation, since it changes with the reset seed
+MISSIONS = {
+    "GoToLocal": "go to an object in a single room ('go to the red ball')",
+    "PickupLoc": "pick up an object named by its colour and type or by its location in a single room "
+                 "('pick up the blue key', 'pick up the ball in front of you')",
+    "OpenDoor": "open a door of the current room named by its colour or location ('open the door on your left')",
+    "GoToObjDoor": "go to an object or a door in the current room ('go to the green door')",
+    "PutNextLocal": "put an object next to another in a single room ('put the red box next to the grey key')",
+    "UnlockLocal": "open the locked door of the current room; its key (same colour) is in the room",
+    "GoToSeqS5R2": "a sequence of go-to instructions across several rooms, joined by 'and', ', then' or "
+                   "'after you' ('go to a red ball and go to the blue door, then go to a key')",
+}
+
 _DESCRIPTION = (
     "BabyAI grid world ({level}). You are an agent in a grid of rooms with walls, doors, keys, balls and "
-    "boxes; you see a 7x7 area in front of you (not through walls or closed doors). The mission is given in "
-    "each observation (for this task: '{mission}'). Each observation lists the visible objects with their "
+    "boxes; you see a 7x7 area in front of you (not through walls or closed doors). Missions in this level: "
+    "{mission}. The episode's mission is given in each observation. Each observation lists the visible objects with their "
     "position relative to you (steps ahead, steps to the left or right), what is directly in front of you, "
     "and what you carry. Tool: act(command) with command one of: {commands}. 'pick up', 'drop' and 'toggle' "
     "(open/close a door, open a box; a locked door needs the key of its colour in hand) act on the cell "
     "directly in front of you; you carry at most one object; 'go to X' means stand facing X, adjacent to it. "
-    "'done' ends the episode. Success: the environment reports the mission completed (reward > 0; fewer "
-    "steps give higher reward). Budget: {max_steps} actions."
+    "There is no 'done' action: the episode ends by itself when the mission is completed. Success: the "
+    "environment reports the mission completed (reward > 0; fewer steps give higher reward). Budget: "
+    "{max_steps} actions."
 )
 
 
@@ -84,6 +116,8 @@ class BabyAISuite:
 
     def __init__(self, config: BabyAIConfig | None = None):
         self.config = config or BabyAIConfig()
+        if self.config.dev_seed < 0:
+            raise ValueError("BabyAIConfig: dev_seed must be >= 0 (gym seeds are non-negative)")
         if self.config.dev_seed + self.config.per_split > self.config.test_seed:
             raise ValueError("BabyAIConfig: dev and test seed ranges overlap; raise test_seed")
 
@@ -100,11 +134,17 @@ class BabyAISuite:
                 specs.append(TaskSpec(
                     id=f"babyai-{fam}-{seed}", suite=self.name, family=fam, split=split,
                     description="", tools=[ACT], max_steps=max_steps,
-                    data={"level": level_id, "seed": seed}))
+                    data={"level": level_id, "seed": seed, "seed_stride": self.seed_stride}))
         for spec in specs:
-            spec.description = _DESCRIPTION.format(level=spec.family, mission=_mission(spec),
+            spec.description = _DESCRIPTION.format(level=spec.family, mission=MISSIONS[spec.family],
                                                    commands=", ".join(COMMANDS), max_steps=spec.max_steps)
         return specs
+
+    @property
+    def seed_stride(self) -> int:
+        """How far apart the gym seeds of one task at consecutive reset seeds are: past the test range, so that
+        ``task seed + seed * stride`` never gives a dev task a test task's episode (or the reverse)."""
+        return self.config.test_seed + self.config.per_split
 
     def make_env(self, spec: TaskSpec) -> BabyAIEnv:
         return BabyAIEnv(spec)
@@ -113,7 +153,6 @@ class BabyAISuite:
         return BabyAIOracle(env)
 
 
-_MISSIONS: dict[tuple[str, int], str] = {}
 _QUIET = threading.local()
 _WRAP_LOCK = threading.Lock()
 
@@ -143,17 +182,6 @@ def quiet():
         yield
     finally:
         _QUIET.on = False
-
-
-def _mission(spec: TaskSpec) -> str:
-    key = (spec.data["level"], spec.data["seed"])
-    if key not in _MISSIONS:
-        gym_env = _make_gym(key[0])
-        with quiet():
-            obs, _ = gym_env.reset(seed=key[1])
-        _MISSIONS[key] = obs["mission"]
-        gym_env.close()
-    return _MISSIONS[key]
 
 
 def _describe(type_idx: int, color_idx: int, state: int) -> str:
@@ -212,8 +240,15 @@ def render(image, mission: str, carrying) -> str:
     return "\n".join(lines)
 
 
+def gym_seed(spec: TaskSpec, seed: int = 0) -> int:
+    """The gym seed of ``spec``'s episode at reset seed ``seed``: ``task seed + seed * stride`` (seed 0: the task's own)."""
+    if seed < 0:
+        raise ValueError(f"BabyAI reset seed must be >= 0, got {seed}")
+    return spec.data["seed"] + seed * spec.data.get("seed_stride", 0)
+
+
 class BabyAIEnv:
-    """One seeded BabyAI episode behind a text interface."""
+    """One BabyAI episode behind a text interface; ``reset(seed)`` picks the layout (see :func:`gym_seed`)."""
 
     def __init__(self, spec: TaskSpec):
         self.spec = spec
@@ -221,6 +256,8 @@ class BabyAIEnv:
         self.steps = 0
         self.total_reward = 0.0
         self.finished = False
+        self.seed = 0            # the reset seed and the gym seed it maps to
+        self.env_seed = spec.data["seed"]
         self._mission = ""
 
     @property
@@ -237,8 +274,9 @@ class BabyAIEnv:
                            info={"steps": self.steps})
 
     def reset(self, seed: int = 0) -> Observation:
+        self.seed, self.env_seed = int(seed), gym_seed(self.spec, int(seed))
         with quiet():
-            obs, _ = self.gym.reset(seed=self.spec.data["seed"])
+            obs, _ = self.gym.reset(seed=self.env_seed)
         self.steps, self.total_reward, self.finished = 0, 0.0, False
         self._mission = obs["mission"]
         self._last = obs
@@ -250,12 +288,11 @@ class BabyAIEnv:
         command = str(args.get("command", "")).strip().lower().rstrip(".") if isinstance(args, dict) else ""
         command = _ALIASES.get(command, command)
         if tool != "act" or command not in COMMANDS:
-            return self._observe(self._last, f"Invalid action {tool}({args!r}): use act(command) with command one "
-                                             f"of {', '.join(COMMANDS)}. Nothing happened.")
+            why = ("'done' is not an action here: the episode ends by itself when the mission is complete. "
+                   if command == "done" else "")
+            return self._observe(self._last, f"Invalid action {tool}({args!r}): {why}use act(command) with command "
+                                             f"one of {', '.join(COMMANDS)}. Nothing happened.")
         self.steps += 1
-        if command == "done":
-            self.finished = True
-            return self._observe(self._last, "You declare the mission done.")
         obs, reward, terminated, truncated, _ = self.gym.step(COMMANDS.index(command))
         self._last = obs
         self.total_reward += float(reward)
@@ -269,7 +306,8 @@ class BabyAIEnv:
 
     def score(self) -> Score:
         return Score(success=self.total_reward > 0, reward=self.total_reward,
-                     info={"steps": self.steps, "level": self.spec.data["level"], "seed": self.spec.data["seed"]})
+                     info={"steps": self.steps, "level": self.spec.data["level"], "seed": self.spec.data["seed"],
+                           "reset_seed": self.seed, "env_seed": self.env_seed})
 
     def close(self) -> None:
         self.gym.close()
@@ -288,6 +326,10 @@ class BabyAIOracle:
 
     def decide(self, step: int) -> Decision:
         action = int(self.bot.replan())
+        if action >= len(COMMANDS):
+            # the bot answers minigrid's `done` when its plan is used up: in this suite a finished mission has
+            # already ended the episode, so this is the bot failing, reported as the agent's error
+            raise RuntimeError("BabyAIBot suggests 'done' before the mission is complete")
         return Decision("act", {"command": COMMANDS[action]}, thought="BabyAIBot")
 
     def observe(self, decision: Decision, obs: Observation, step: int) -> None:

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from jitlab.envs.babyai import COMMANDS, LEVELS, BabyAIConfig, BabyAISuite, quiet, render
+from jitlab.envs.babyai import COMMANDS, LEVELS, MISSIONS, BabyAIConfig, BabyAISuite, gym_seed, quiet, render
 from jitlab.envs.base import get_suite
 from jitlab.errors import UnknownName
 from jitlab.runtime import Budget, LLMHandle, run_episode
@@ -32,6 +32,12 @@ def test_splits_are_disjoint_and_cover_every_level(suite):
     spec = dev[0]
     assert "act(command)" in spec.description and "Success" in spec.description
     assert str(spec.data["seed"]) not in spec.description
+    # the description holds for every reset seed: the level's kind of mission, not one episode's
+    assert MISSIONS[spec.family] in spec.description
+    env = suite.make_env(spec)
+    mission = env.reset().text.splitlines()[0].removeprefix("Mission: ").rstrip(".")
+    assert mission not in spec.description
+    env.close()
 
 
 def test_unknown_split_and_family_name_the_choices(suite):
@@ -82,14 +88,52 @@ def test_reset_step_score_and_carrying(suite):
     env.close()
 
 
-def test_done_ends_the_episode_without_success(suite):
+def test_done_is_not_an_action(suite):
+    """minigrid's `done` is a no-op and BALROG's BabyAI-Text leaves it out: it must not end the episode."""
+    assert COMMANDS == ["turn left", "turn right", "go forward", "pick up", "drop", "toggle"]
+    assert "done" not in suite.tasks("dev")[0].tools[0].args["properties"]["command"]["enum"]
     env = suite.make_env(_task(suite, "GoToLocal"))
-    env.reset()
+    start = env.reset().text
     obs = env.step("act", {"command": "done"})
-    assert obs.done and "over" in obs.text
-    score = env.score()
-    assert score.success is False and score.reward == 0.0
-    assert env.step("act", {"command": "go forward"}).done
+    assert not obs.done and env.steps == 0 and "'done' is not an action" in obs.text
+    assert obs.text.endswith(start)                 # nothing happened
+    assert not env.step("act", {"command": "go forward"}).done and env.steps == 1
+    assert env.score().success is False and env.score().reward == 0.0
+    env.close()
+
+
+def test_the_reset_seed_picks_the_layout(suite):
+    spec = _task(suite, "GoToLocal")
+    env, other = suite.make_env(spec), suite.make_env(spec)
+
+    def layout(e):
+        return e.unwrapped.grid.encode().tobytes(), tuple(e.unwrapped.agent_pos), e.unwrapped.agent_dir
+
+    first = env.reset(seed=0)
+    assert env.score().info["env_seed"] == spec.data["seed"]        # seed 0 is the task's own episode
+    at_zero = layout(env)
+    one = env.reset(seed=1)
+    at_one = layout(env)
+    assert at_one != at_zero and one.text != first.text              # another seed, another layout
+    assert other.reset(seed=1).text == one.text and layout(other) == at_one   # the same seed, the same episode
+    assert env.reset(seed=0).text == first.text and layout(env) == at_zero
+    # the same moves from the same seed give the same episode
+    moves = ["turn left", "go forward", "go forward", "turn right", "go forward"]
+    runs = []
+    for e in (env, other):
+        e.reset(seed=3)
+        runs.append([e.step("act", {"command": m}).text for m in moves])
+    assert runs[0] == runs[1]
+    env.close(), other.close()
+
+
+def test_reset_seeds_never_give_one_split_the_others_episodes(suite):
+    dev, test = suite.tasks("dev"), suite.tasks("test")
+    dev_seeds = {gym_seed(t, s) for t in dev for s in range(50)}
+    test_seeds = {gym_seed(t, s) for t in test for s in range(50)}
+    assert len(dev_seeds) == len({t.data["seed"] for t in dev}) * 50 and not dev_seeds & test_seeds
+    with pytest.raises(ValueError, match=">= 0"):
+        gym_seed(dev[0], -1)
 
 
 @pytest.mark.parametrize("family", ["GoToLocal", "PutNextLocal", "UnlockLocal", "GoToSeqS5R2"])
@@ -101,16 +145,31 @@ def test_oracle_wins(suite, family):
     assert result.steps <= spec.max_steps
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("split", ["dev", "test"])
-def test_oracle_solves_at_least_95_percent(suite, split):
+def _oracle_wins(suite, split, seed):
     wins = 0
     specs = suite.tasks(split)
     for spec in specs:
         env = suite.make_env(spec)
-        wins += run_episode(env, suite.oracle(env), LLMHandle(None), Budget()).success
+        result = run_episode(env, suite.oracle(env), LLMHandle(None), Budget(), seed=seed)
+        wins += result.success and result.steps <= spec.max_steps
         env.close()
-    assert wins / len(specs) >= 0.95
+    return wins, len(specs)
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_oracle_solves_every_task(suite, split, seed):
+    # about half a second per split: BabyAIBot within the suite's step budgets, without `done`
+    wins, total = _oracle_wins(suite, split, seed)
+    assert wins == total
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3, 4, 5])
+def test_oracle_solves_every_task_at_more_seeds(suite, seed):
+    for split in ("dev", "test"):
+        wins, total = _oracle_wins(suite, split, seed)
+        assert wins == total, (split, seed)
 
 
 def test_quiet_drops_only_its_own_threads_prints(capsys):
