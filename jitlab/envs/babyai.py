@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from jitlab.envs.base import Score, TaskSpec, check_choice
 from jitlab.protocol import Capability, Decision, Observation
 
-__all__ = ["ACT", "COMMANDS", "LEVELS", "MISSIONS", "BabyAIConfig", "BabyAIEnv", "BabyAIOracle", "BabyAISuite", "gym_seed",
-           "quiet", "render"]
+__all__ = ["ACT", "COMMANDS", "LEVELS", "MISSIONS", "BabyAIConfig", "BabyAIEnv", "BabyAIOracle", "BabyAISuite",
+           "gym_seed", "quiet", "render"]
 
 # minigrid.core.actions.Actions 0..5, in order (the index is the gym action); 6 = done is left out, see above
 COMMANDS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle"]
@@ -84,8 +84,8 @@ MISSIONS = {
 _DESCRIPTION = (
     "BabyAI grid world ({level}). You are an agent in a grid of rooms with walls, doors, keys, balls and "
     "boxes; you see a 7x7 area in front of you (not through walls or closed doors). Missions in this level: "
-    "{mission}. The episode's mission is given in each observation. Each observation lists the visible objects with their "
-    "position relative to you (steps ahead, steps to the left or right), what is directly in front of you, "
+    "{mission}. The episode's mission is given in each observation. Each observation lists the visible objects "
+    "with their position relative to you (steps ahead, steps to the left or right), what is directly in front of you, "
     "and what you carry. Tool: act(command) with command one of: {commands}. 'pick up', 'drop' and 'toggle' "
     "(open/close a door, open a box; a locked door needs the key of its colour in hand) act on the cell "
     "directly in front of you; you carry at most one object; 'go to X' means stand facing X, adjacent to it. "
@@ -241,7 +241,7 @@ def render(image, mission: str, carrying) -> str:
 
 
 def gym_seed(spec: TaskSpec, seed: int = 0) -> int:
-    """The gym seed of ``spec``'s episode at reset seed ``seed``: ``task seed + seed * stride`` (seed 0: the task's own)."""
+    """The gym seed of ``spec``'s episode at reset seed ``seed``: ``task seed + seed * stride`` (0: the task's own)."""
     if seed < 0:
         raise ValueError(f"BabyAI reset seed must be >= 0, got {seed}")
     return spec.data["seed"] + seed * spec.data.get("seed_stride", 0)

@@ -48,7 +48,7 @@ def gold_statement(entry: dict) -> str | None:
 
 
 def gold_table_hash(entry: dict, order: list[int] | None = None) -> str | None:
-    """``table_hash`` of the table (built in ``order``) after the gold statement: what INSERT/UPDATE tasks must reach."""
+    """``table_hash`` of the table (rows inserted in ``order``) after the gold statement: INSERT/UPDATE's target."""
     conn = build_db(entry, order)
     try:
         execute(conn, gold_statement(entry), 10, 10.0)

@@ -152,7 +152,7 @@ class DBBenchEnv:
         self.order: list[int] | None = None    # the seed's row order; None = as shipped
 
     def reset(self, seed: int = 0) -> Observation:
-        """A fresh table: in the shipped row order for seed 0, in the seed's permutation otherwise (see gold.row_order)."""
+        """A fresh table: the shipped row order at seed 0, the seed's permutation otherwise (``gold.row_order``)."""
         self.close()
         self.order = row_order(self.entry, seed)
         self.conn = build_db(self.entry, self.order)
