@@ -1,15 +1,26 @@
 """litellm backbones: ``litellm:<provider/model>`` — any litellm provider or an OpenAI-compatible server.
 
     get_backbone("litellm:openai/gpt-4o-mini")                       # key from OPENAI_API_KEY
-    get_backbone("litellm:openai/qwen2.5-7b", api_base="http://127.0.0.1:8000/v1", api_key="none")
+    get_backbone("litellm:openai/qwen2.5-7b", api_base="http://127.0.0.1:8000/v1")   # no key needed
     get_backbone("litellm:ollama/llama3.2", api_base="http://127.0.0.1:11434")
     get_backbone("litellm:openai/my-model", api_base=..., pricing="prices.yaml")
+
+Parameters: only OpenAI chat parameters go out (OPENAI_PARAMS; ``extra_body`` carries server-specific
+ones). The hf backend's names are translated (``max_new_tokens`` -> ``max_tokens``, ``do_sample=False``
+-> temperature 0) or dropped with a warning (``top_k``, ``repetition_penalty``); any other name is a
+ConfigError before a request is sent (servers answer unknown fields with HTTP 400/422).
+
+API key: ``api_key``, else the provider's variable (e.g. OPENAI_API_KEY); with ``api_base`` set and
+neither, the placeholder PLACEHOLDER_KEY is sent, since local servers (vLLM, llama.cpp,
+transformers serve, Ollama) need none but litellm's OpenAI client refuses to send a request without
+one. A missing key, or a key (or placeholder) the server refuses, is a ConfigError, never retried.
 
 Errors: transient provider failures (connection, timeout, rate limit, 5xx) are retried
 ``retries`` times with exponential backoff (``backoff_s * 2**attempt``); if they persist the call
 raises :class:`jitlab.errors.InfraError` — an infrastructure failure the runner retries, never a
 task failure. Requests the provider rejects as such (bad key, unknown model, bad request) are
-not retried and raise :class:`jitlab.errors.ConfigError` with the provider's message.
+not retried and raise :class:`jitlab.errors.ConfigError` with the provider's message (and the
+server's response body, which litellm's message often lacks).
 
 Cost: a pricing YAML entry (``pricing=`` file or dict, then jitlab/llm/pricing.yaml) wins, keyed
 by ``litellm:<model>`` or ``<model>``; otherwise litellm's bundled price map; otherwise 0 (e.g. a
@@ -45,7 +56,7 @@ PLACEHOLDER_KEY = "no-key"
 class LiteLLMConfig:
     """Options of a litellm backbone (``get_backbone("litellm:<model>", **options)``)."""
     api_base: str | None = field(default=None, metadata={"help": "base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama)"})
-    api_key: str | None = field(default=None, metadata={"help": "API key; default: the provider's environment variable"})
+    api_key: str | None = field(default=None, metadata={"help": "API key; default: the provider's environment variable, else a placeholder when api_base is set"})
     pricing: str | dict | None = field(default=None, metadata={"help": "pricing YAML path or dict {model: {input_per_mtok, output_per_mtok}}"})
     retries: int = field(default=3, metadata={"help": "retries of a transient provider failure before InfraError"})
     backoff_s: float = field(default=1.0, metadata={"help": "first retry delay; doubles each retry"})
@@ -161,7 +172,7 @@ class LiteLLMBackbone:
         if self._placeholder is None:
             try:
                 missing = litellm.validate_environment(model=self.model, api_base=self.config.api_base)["missing_keys"]
-            except Exception as exc:  # a provider litellm cannot check: let it use its own defaults
+            except Exception as exc:  # noqa: BLE001 -- a provider litellm cannot check: let it use its own defaults
                 log.debug("validate_environment(%s) failed: %s", self.model, exc)
                 missing = []
             self._placeholder = PLACEHOLDER_KEY if missing else ""

@@ -199,7 +199,7 @@ class LocalServer:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def __enter__(self) -> LocalServer:
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc) -> None:
