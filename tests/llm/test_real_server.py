@@ -67,6 +67,14 @@ def test_a_4xx_is_a_config_error_with_the_servers_words(real_server, proxy):
     assert len(proxy.exchanges) == 2
 
 
+def test_a_wrong_model_name_stops_the_run_with_one_line(real_server, proxy, tmp_path, capsys):
+    code = main(["run", "--suite", "toy", "--harness", "react", "--backbone", "litellm:openai/no-such-model",
+                 "--api-base", proxy.api_base, "--limit", "2", "--no-cache", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "pinned to" in err and "Traceback" not in err
+    assert len(proxy.exchanges) == 1                      # no retries, no second episode
+
+
 def _episodes(out):
     with sqlite3.connect(out / "run.sqlite") as db:
         db.row_factory = sqlite3.Row
