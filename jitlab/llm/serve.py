@@ -89,12 +89,11 @@ def materialize_gguf(gguf: str | Path, target: str | Path | None = None, cache_d
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "DONE").write_text(f"materialised by jitlab.llm.serve from {gguf}\n")
-        if folder.exists():        # another process finished first: keep its copy
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, folder)
+        os.replace(tmp, folder)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if (folder / "DONE").is_file():    # another process finished first: its copy is as good
+            return folder
         raise ConfigError(f"could not write the model folder {folder}: {exc}; free space or pass target=") from exc
     return folder
 

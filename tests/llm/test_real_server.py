@@ -150,3 +150,14 @@ def test_a_server_killed_mid_run_gives_infra_errors_retried_on_rerun(served_mode
     assert len(final) == 2 and set(final.values()) <= {"ok", "budget"}, final
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_episodes"] == 2
+
+
+def test_the_materialised_model_is_a_plain_hugging_face_folder(served_model, tmp_path):
+    from jitlab.llm.serve import materialize_gguf
+    config = json.loads((served_model / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
+    assert {"model.safetensors", "tokenizer.json", "DONE"} <= {p.name for p in served_model.iterdir()}
+    with pytest.raises(ConfigError, match="no GGUF file"):
+        materialize_gguf(tmp_path / "missing.gguf")
+    with pytest.raises(ConfigError, match="not a Hugging Face model folder"):
+        LocalServer(tmp_path)
