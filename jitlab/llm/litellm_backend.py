@@ -22,6 +22,8 @@ task failure. Requests the provider rejects as such (bad key, unknown model, bad
 not retried and raise :class:`jitlab.errors.ConfigError` with the provider's message (and the
 server's response body, which litellm's message often lacks).
 
+Replies end before the first ``stop`` string, as OpenAI's do, even from a server that returns it.
+
 Cost: a pricing YAML entry (``pricing=`` file or dict, then jitlab/llm/pricing.yaml) wins, keyed
 by ``litellm:<model>`` or ``<model>``; otherwise litellm's bundled price map; otherwise 0 (e.g. a
 self-hosted model; a warning says so once). litellm is imported on first use (it is slow to
@@ -88,6 +90,14 @@ def _detail(exc: Exception) -> str:
     return f"; the server said: {text[:300]}" if text and text not in str(exc) else ""
 
 
+def _cut_at_stop(text: str, stop) -> str:
+    """The reply up to its first stop string, as OpenAI returns it (some servers, e.g. transformers
+    serve, keep the stop string; the token counts are the server's either way)."""
+    stops = [stop] if isinstance(stop, str) else list(stop or ())
+    hits = [text.find(s) for s in stops if s and s in text]
+    return text[:min(hits)] if hits else text
+
+
 def _missing_key(exc: Exception) -> bool:
     """litellm reports a client-side missing key as a server error (InternalServerError): not transient."""
     text = str(exc)
@@ -134,7 +144,7 @@ class LiteLLMBackbone:
         start = time.perf_counter()
         response = self._call(litellm, request)
         latency = time.perf_counter() - start
-        text = response.choices[0].message.content or ""
+        text = _cut_at_stop(response.choices[0].message.content or "", request.get("stop"))
         usage = getattr(response, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)

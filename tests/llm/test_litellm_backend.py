@@ -164,3 +164,12 @@ def test_hf_parameters_are_translated_and_unknown_ones_refused(server):
     with pytest.raises(ConfigError, match="unknown chat parameter.*api_base"):
         llm.chat(MESSAGES, api_base="http://elsewhere")
     assert len(stub.requests) == 1
+
+
+def test_a_reply_ends_before_its_stop_string(server):
+    # transformers serve returns the stop string with the reply; OpenAI does not: the backbone cuts it
+    _, base = server([(200, "Thought: go\nAction: look\nObservation: dark")])
+    llm = LiteLLMBackbone("openai/local-model", api_base=base, api_key="none")
+    assert llm.chat(MESSAGES, stop=["\nObservation"]).text == "Thought: go\nAction: look"
+    assert llm.chat(MESSAGES, stop="\nAction").text == "Thought: go"
+    assert llm.chat(MESSAGES).text.endswith("dark")
