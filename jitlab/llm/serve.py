@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"serving {folder} on http://{args.host}:{args.port}/v1; use it with\n"
-          f"  jitlab run --backbone litellm:openai/{folder} --api-base http://{args.host}:{args.port}/v1",
+          f"  jitlab run --suite textworld --backbone litellm:openai/{folder} --api-base http://{args.host}:{args.port}/v1",
           flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
