@@ -133,7 +133,7 @@ def test_a_server_killed_mid_run_gives_infra_errors_retried_on_rerun(served_mode
     try:
         worker.start()
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not ((out / "run.sqlite").exists() and _calls(out)):
+        while worker.is_alive() and time.monotonic() < deadline and not ((out / "run.sqlite").exists() and _calls(out)):
             time.sleep(0.2)
         assert _calls(out), "no call reached the server"
         server.kill()                                     # SIGKILL: a crash, mid-episode
