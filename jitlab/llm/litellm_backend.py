@@ -58,7 +58,7 @@ PLACEHOLDER_KEY = "no-key"
 class LiteLLMConfig:
     """Options of a litellm backbone (``get_backbone("litellm:<model>", **options)``)."""
     api_base: str | None = field(default=None, metadata={"help": "base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama)"})
-    api_key: str | None = field(default=None, metadata={"help": "API key; default: the provider's environment variable, else a placeholder when api_base is set"})
+    api_key: str | None = field(default=None, metadata={"help": "API key; default: the provider's env variable, else a placeholder with api_base"})
     pricing: str | dict | None = field(default=None, metadata={"help": "pricing YAML path or dict {model: {input_per_mtok, output_per_mtok}}"})
     retries: int = field(default=3, metadata={"help": "retries of a transient provider failure before InfraError"})
     backoff_s: float = field(default=1.0, metadata={"help": "first retry delay; doubles each retry"})
