@@ -129,3 +129,47 @@ def test_rejected_request_is_not_retried(server):
 def test_unknown_option_is_a_config_error():
     with pytest.raises(ConfigError, match="api_bse"):
         get_backbone("litellm:openai/x", api_bse="http://x")
+
+
+def test_no_key_with_api_base_sends_a_placeholder(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    stub, base = server([(200, "ok")])
+    assert LiteLLMBackbone("openai/local-model", api_base=base, retries=2).chat(MESSAGES).text == "ok"
+    assert len(stub.requests) == 1
+
+
+def test_a_server_that_wants_a_key_is_a_config_error(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    stub, base = server([(401, "invalid api key")])
+    with pytest.raises(ConfigError, match="placeholder.*OPENAI_API_KEY"):
+        LiteLLMBackbone("openai/local-model", api_base=base, retries=3, backoff_s=0.01).chat(MESSAGES)
+    assert len(stub.requests) == 1
+
+
+def test_no_key_and_no_api_base_is_a_config_error_not_retried(monkeypatch, caplog):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    llm = LiteLLMBackbone("openai/gpt-4o-mini", retries=3, backoff_s=5)   # a retry would take 5 s
+    with pytest.raises(ConfigError, match="no API key.*OPENAI_API_KEY"):
+        llm.chat(MESSAGES)
+    assert "attempt" not in caplog.text
+
+
+def test_hf_parameters_are_translated_and_unknown_ones_refused(server):
+    stub, base = server([(200, "ok")])
+    llm = LiteLLMBackbone("openai/local-model", api_base=base, api_key="none")
+    llm.chat(MESSAGES, max_new_tokens=7, repetition_penalty=1.1, do_sample=False, seed=3)
+    body = stub.requests[0]["body"]
+    assert body["max_tokens"] == 7 and body["temperature"] == 0 and body["seed"] == 3
+    assert not {"max_new_tokens", "repetition_penalty", "do_sample"} & set(body)
+    with pytest.raises(ConfigError, match="unknown chat parameter.*api_base"):
+        llm.chat(MESSAGES, api_base="http://elsewhere")
+    assert len(stub.requests) == 1
+
+
+def test_a_reply_ends_before_its_stop_string(server):
+    # transformers serve returns the stop string with the reply; OpenAI does not: the backbone cuts it
+    _, base = server([(200, "Thought: go\nAction: look\nObservation: dark")])
+    llm = LiteLLMBackbone("openai/local-model", api_base=base, api_key="none")
+    assert llm.chat(MESSAGES, stop=["\nObservation"]).text == "Thought: go\nAction: look"
+    assert llm.chat(MESSAGES, stop="\nAction").text == "Thought: go"
+    assert llm.chat(MESSAGES).text.endswith("dark")
