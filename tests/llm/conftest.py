@@ -86,7 +86,7 @@ def served_model() -> Path:
     return materialize_embedded(cache_dir=shared_models_dir())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # not session: a live server child would trip other tests' leftover-process checks
 def real_server(served_model, tmp_path_factory):
     from jitlab.llm.serve import LocalServer
     server = LocalServer(served_model, log=tmp_path_factory.mktemp("serve") / "serve.log").start()
