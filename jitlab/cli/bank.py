@@ -1,4 +1,4 @@
-"""``jitlab bank show|export|frontier``: look into a harness bank (``jitlab.bank``).
+"""``jitlab bank show|export|frontier``: look into a harness bank (``jitlab.jit.bank``).
 
     jitlab bank show [--bank runs/bank.sqlite]          entries: lineage, evaluations, frontier flag
     jitlab bank frontier [--step N]                     the Pareto frontier (now, or after update step N)
@@ -18,7 +18,7 @@ __all__ = ["add_bank_commands", "cmd_bank_export", "cmd_bank_frontier", "cmd_ban
 
 
 def _open(args):
-    from jitlab.bank import Bank
+    from jitlab.jit.bank import Bank
     return Bank(args.bank, readonly=True)
 
 

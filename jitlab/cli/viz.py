@@ -4,18 +4,21 @@
     jitlab dash runs/tw-streaming [more runs] [--live] [--port N] [--no-show]
     jitlab batch notebooks/05_static_vs_streaming.ipynb --grid params.yaml --out batches/05 [--parallel N]
 
-``add_viz_commands(subparsers)`` registers them on jitlab's argparse subparsers (jitlab/cli.py).
+``add_viz_commands(subparsers)`` registers them on jitlab's argparse subparsers (jitlab/cli/__init__.py); ``batch``'s options are generated from
+:class:`jitlab.viz.batch.BatchConfig`.
 Heavy libraries (holoviews, panel, papermill) are imported inside the command functions only.
 """
 from __future__ import annotations
 
 import shlex
 
+from jitlab.cli.options import add_config_arguments, config_from_args
+
 __all__ = ["add_viz_commands", "cmd_batch", "cmd_dash", "cmd_figures"]
 
 
 def cmd_figures(args) -> int:
-    from jitlab.figures import make_figures
+    from jitlab.viz.figures import make_figures
     from jitlab.store import make_dir
     make_dir(args.out, "--out")  # before any work: --out naming a file is a one-line error
     command = ("jitlab figures --runs " + " ".join(shlex.quote(r) for r in args.runs)
@@ -31,18 +34,15 @@ def cmd_figures(args) -> int:
 
 
 def cmd_dash(args) -> int:
-    from jitlab.dash.server import serve
+    from jitlab.viz.dash.server import serve
     serve(args.run_dirs, port=args.port, show=not args.no_show, live=args.live, poll_s=args.poll_s,
           window=args.window, trust_code=args.trust_harness_code)
     return 0
 
 
 def cmd_batch(args) -> int:
-    from jitlab.batch import BatchConfig, run_batch
-    manifest = run_batch(BatchConfig(notebook=args.notebook, grid=args.grid, out=args.out, parallel=args.parallel,
-                                     kernel=args.kernel, cwd=args.cwd, timeout_s=args.timeout_s,
-                                     rerun_ok=args.rerun_ok, max_cost=args.max_cost,
-                                     max_tokens_total=args.max_tokens_total))
+    from jitlab.viz.batch import BatchConfig, run_batch
+    manifest = run_batch(config_from_args(BatchConfig, args))
     s = manifest["summary"]
     print(f"jitlab batch: {s['ok']} ok ({s['skipped']} skipped as already ok), {s['failed']} failed of "
           f"{s['total']}; manifest: {args.out}/manifest.json")
@@ -61,21 +61,11 @@ def add_viz_commands(subparsers) -> None:
     p.set_defaults(func=cmd_figures)
 
     p = subparsers.add_parser("dash", help="serve the replay / comparison dashboards on 127.0.0.1")
-    from jitlab.dash.server import add_arguments  # argparse only; panel is imported when serving
+    from jitlab.viz.dash.server import add_arguments  # argparse only; panel is imported when serving
     add_arguments(p)
     p.set_defaults(func=cmd_dash)
 
     p = subparsers.add_parser("batch", help="run a notebook once per parameter combination (papermill)")
-    p.add_argument("notebook")
-    p.add_argument("--grid", required=True, help="YAML: param -> [values] (cartesian) and/or runs: [ {...} ]")
-    p.add_argument("--out", required=True, help="folder for executed notebooks and manifest.json")
-    p.add_argument("--parallel", type=int, help="runs at once (default min(2, cpus))")
-    p.add_argument("--kernel", help="Jupyter kernel name (default: the notebook's)")
-    p.add_argument("--cwd", choices=["notebook", "run"], default="notebook",
-                   help="kernel working dir: the notebook's folder, or OUT/<run id>/ per run")
-    p.add_argument("--timeout-s", type=int, help="per-cell timeout in seconds")
-    p.add_argument("--rerun-ok", action="store_true", help="also rerun combinations that finished ok")
-    # the whole batch's cap, passed to each notebook
-    from jitlab.cli import add_spend_arguments
-    add_spend_arguments(p)
+    from jitlab.viz.batch import BatchConfig
+    add_config_arguments(p, BatchConfig, required=("grid", "out"), positional=("notebook",))
     p.set_defaults(func=cmd_batch)

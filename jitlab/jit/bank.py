@@ -92,6 +92,7 @@ from jitlab.harness import (
     seed_names,
 )
 from jitlab.resolve import resolved_or_raw
+from jitlab.store import transaction
 
 __all__ = [
     "DEFAULT_BANK_PATH",
@@ -369,25 +370,9 @@ class Bank:
         return self.db.execute("SELECT 1 FROM harnesses WHERE sha=?", (sha,)).fetchone() is not None
 
     def _tx(self):
-        bank = self
-
-        class _Tx:
-            def __enter__(self):
-                if bank.readonly:
-                    raise ConfigError(f"{bank.path} was opened read-only; open Bank(path) to write it")
-                bank._lock.acquire()
-                try:
-                    bank.db.execute("BEGIN IMMEDIATE")
-                except BaseException:
-                    bank._lock.release()
-                    raise
-
-            def __exit__(self, kind, exc, tb):
-                try:
-                    bank.db.execute("COMMIT" if kind is None else "ROLLBACK")
-                finally:
-                    bank._lock.release()
-        return _Tx()
+        if self.readonly:
+            raise ConfigError(f"{self.path} was opened read-only; open Bank(path) to write it")
+        return transaction(self.db, self._lock)
 
     # -- harnesses ------------------------------------------------------------------------------------
     def add(self, harness: str | Path | dict, generator: str, parents: list[str] | None = None,
@@ -757,7 +742,7 @@ def _as_eval(ev) -> Evaluation:
     try:
         return Evaluation(**ev)
     except TypeError as exc:
-        raise ConfigError(f"bad evaluation {ev!r}: {exc}; fields are those of jitlab.bank.Evaluation") from exc
+        raise ConfigError(f"bad evaluation {ev!r}: {exc}; fields are those of jitlab.jit.bank.Evaluation") from exc
 
 
 def _text_sha(text: str) -> str:

@@ -48,6 +48,8 @@ from jitlab.envs.base import get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.fields import SEED_MAX, check_fields
 from jitlab.runtime import (
+    EPISODE_MAX_TOKENS,
+    EPISODE_MAX_WALL_S,
     Budget,
     EpisodeResult,
     LLMHandle,
@@ -69,7 +71,7 @@ _NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency", "max_
 class JITConfig:
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
     mode: str = field(default="streaming", metadata={"help": "static (N candidates, pick one) or streaming "
-                                                             "(retrieve, generate, run, update the bank)"})
+                                                             "(retrieve, generate, run, update the bank)", "choices": MODES})
     generator: str = field(default="compose", metadata={"help": "compose | code:<backbone>"})
     backbone: str = field(default="embedded", metadata={"help": "backbone that runs the harness (and scores "
                                                                 "compose's options)"})
@@ -83,9 +85,10 @@ class JITConfig:
                                            "min": 0, "max": SEED_MAX})
     n_candidates: int | None = field(default=None, metadata={"help": "candidates per task (default 4 static, "
                                                                      "1 streaming)", "min": 1})
-    selector: str = field(default="validity", metadata={"help": "validity | logprob | judge (never benchmark scores)"})
+    selector: str = field(default="validity", metadata={"help": "validity | logprob | judge (never benchmark scores)",
+                                                       "choices": ("validity", "logprob", "judge")})
     k_references: int = field(default=3, metadata={"help": "references retrieved from the bank per task", "min": 1})
-    compose_strategy: str = field(default="auto", metadata={"help": "compose strategy (jitlab.generate.compose)"})
+    compose_strategy: str = field(default="auto", metadata={"help": "compose strategy (jitlab.jit.generate.compose)"})
     max_repair_rounds: int = field(default=2, metadata={"help": "repair rounds at most", "min": 0})
     smoke_steps: int = field(default=3, metadata={"help": "steps of each validation smoke episode (dev task)", "min": 1})
     avoid_retries: int = field(default=3, metadata={"help": "streaming: regenerations of a candidate identical to a "
@@ -93,13 +96,15 @@ class JITConfig:
     avoid_after: int = field(default=2, metadata={"help": "streaming: tasks a harness must have failed (reward 0 on "
                                                           "each) before the novelty rule avoids it", "min": 1})
     on_invalid: str = field(default="fallback", metadata={"help": "no valid candidate after repair: 'fallback' runs "
-                                                                  "the nearest reference, 'fail' records a harness_error"})
+                                                                  "the nearest reference, 'fail' records a harness_error",
+                                                        "choices": ("fallback", "fail")})
     max_steps: int | None = field(default=None, metadata={"help": "step cap of the task episode; default: the task's",
                                                           "min": 1})
-    max_tokens: int = field(default=60_000, metadata={"help": "execution tokens per episode", "min": 1})
+    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "execution tokens per episode", "min": 1})
     gen_max_tokens: int = field(default=40_000, metadata={"help": "tokens per generation/repair call set", "min": 1})
-    max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
-    retrieval: str = field(default="auto", metadata={"help": "bank retrieval: auto | embedding | bm25"})
+    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
+    retrieval: str = field(default="auto", metadata={"help": "bank retrieval: auto | embedding | bm25",
+                                                       "choices": ("auto", "embedding", "bm25")})
     bank_cost_metric: str = field(default="tokens", metadata={"help": "frontier cost axis: tokens | cost"})
     allow_unisolated: bool = field(default=False, metadata={"help": "run harnesses without bubblewrap when it is "
                                                                     "unavailable (recorded loudly)"})
@@ -114,8 +119,8 @@ class JITConfig:
     quiet: bool = field(default=False, metadata={"help": "print nothing per task"})
     max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend, all "
                                                                    "phases (cache hits are free); rerun with more to "
-                                                                   "resume", "min": 0})
-    max_tokens_total: int | None = field(default=None, metadata={"help": "run-level cap on backbone tokens, all phases",
+                                                                   "resume", "min": 0, "metavar": "USD"})
+    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N", "help": "run-level cap on backbone tokens, all phases",
                                                                  "min": 0})
 
     def __post_init__(self):
@@ -128,7 +133,7 @@ class JITConfig:
         return {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
 
     def check(self) -> None:
-        from jitlab.generate.select import SELECTORS
+        from jitlab.jit.generate.select import SELECTORS
         check_fields(self)
         from jitlab.llm.base import check_name
         if self.mode not in MODES:
@@ -253,11 +258,11 @@ class _Chosen:
 
 class _JIT:
     def __init__(self, cfg: JITConfig, spend: RunSpend | None = None):
-        from jitlab.bank import Bank, BankConfig
+        from jitlab.jit.bank import Bank, BankConfig
         from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
         from jitlab.llm.cache import default_cache
-        from jitlab.repair import RepairConfig, RepairLog
-        from jitlab.runner import LazyBackbone
+        from jitlab.jit.repair import RepairConfig, RepairLog
+        from jitlab.llm.lazy import LazyBackbone
         cfg.check()
         self.cfg = cfg
         self.suite = get_suite(cfg.suite)
@@ -302,7 +307,7 @@ class _JIT:
     # -- the bank -----------------------------------------------------------------------------------
     def _bank_update(self, task, rec: dict) -> None:
         """Add the harness that ran and record its evaluation (idempotent; safe to replay)."""
-        from jitlab.bank import Evaluation
+        from jitlab.jit.bank import Evaluation
         extra = rec["extra"]
         if not extra.get("harness_dir"):
             return
@@ -340,15 +345,15 @@ class _JIT:
         return avoided
 
     def _references(self, task) -> list:
-        from jitlab.generate import Reference
+        from jitlab.jit.generate import Reference
         entries = self.bank.retrieve(task.description, k=self.cfg.k_references)
         return [Reference(e.sha, e.name, e.description, self.bank.files(e.sha), float(e.score or 0.0),
                           e.n_evals > 0, e.mean_reward) for e in entries]
 
     # -- one task -----------------------------------------------------------------------------------
     def _choose(self, task, refs, meter: _Meter, stream_index: int) -> _Chosen:
-        from jitlab.generate import get_generator, rank
-        from jitlab.repair import (
+        from jitlab.jit.generate import get_generator, rank
+        from jitlab.jit.repair import (
             dev_task_for,
             unwritten,
             validate_and_repair,
@@ -418,7 +423,8 @@ class _JIT:
                        info)
 
     def solve(self, task, stream_index: int) -> None:
-        from jitlab.repair import write_harness
+        from jitlab.jit.repair import write_harness
+        from jitlab.runner import drive_episode
         from jitlab.sandbox import SandboxedAgent
         cfg = self.cfg
         for _ in range(cfg.retries + 1):
@@ -458,24 +464,16 @@ class _JIT:
             episode = self.store.start_episode(chosen.name, chosen.sha, task, cfg.seed, attempt, isolation)
             meter.attach(lambda call, ep=episode: self.store.log_call(ep, call))
             exec_llm = meter.handle("execute", "exec", self.budget)
-            env = self.suite.make_env(task)
-            agent = None
-            try:
-                if chosen.diagnostic is not None and not chosen.fallback:
-                    result = EpisodeResult(status="harness_error", error="no valid harness after repair",
-                                           diagnostic=chosen.diagnostic)
-                else:
-                    agent = SandboxedAgent(harness_dir, exec_llm, sb_cfg)
-                    result = run_episode(env, agent, exec_llm, self.budget, cfg.seed,
-                                         on_step=lambda s, ep=episode: self.store.log_step(ep, s))
-                    if result.status == "harness_error" and agent.diagnostic is not None:
-                        result.diagnostic = agent.diagnostic.as_dict()
-            except InfraError as exc:
-                result = EpisodeResult(status="infra_error", error=str(exc))
-            finally:
-                if agent is not None:
-                    agent.close()
-                env.close()
+            if chosen.diagnostic is not None and not chosen.fallback:
+                result = EpisodeResult(status="harness_error", error="no valid harness after repair",
+                                       diagnostic=chosen.diagnostic)
+            else:
+                agents = []
+                result = drive_episode(self.suite, task, lambda env: agents.append(
+                    SandboxedAgent(harness_dir, exec_llm, sb_cfg)) or agents[-1], exec_llm, self.budget, cfg.seed,
+                    on_step=lambda s, ep=episode: self.store.log_step(ep, s))
+                if result.status == "harness_error" and agents and agents[-1].diagnostic is not None:
+                    result.diagnostic = agents[-1].diagnostic.as_dict()  # the child's own account (line, phase)
             phases = {p: meter.phase(p) for p in PHASES}
             extra = {"mode": cfg.mode, "stream_index": stream_index, "generator": cfg.generator,
                      "harness_generator": chosen.generator,

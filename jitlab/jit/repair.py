@@ -1,6 +1,6 @@
 """Validation and bounded repair of generated harnesses.
 
-    from jitlab.repair import RepairConfig, RepairLog, validate_files, validate_and_repair
+    from jitlab.jit.repair import RepairConfig, RepairLog, validate_files, validate_and_repair
     v = validate_files(files, dev_task, suite, llm, RepairConfig(), workdir)      # v.ok, v.diagnostic
     out = validate_and_repair(candidate, generator, task.public(), dev_task, suite, new_llm,
                               RepairConfig(max_rounds=2), workdir, log=RepairLog(run_dir / "repairs.jsonl"))
@@ -83,7 +83,7 @@ class Validation:
 
 @dataclass
 class RepairOutcome:
-    candidate: object            # jitlab.generate.Candidate (the last version)
+    candidate: object            # jitlab.jit.generate.Candidate (the last version)
     validation: Validation
     rounds: int
     transitions: list[dict] = field(default_factory=list)

@@ -1,6 +1,6 @@
 """Harness anatomy: what fills M, P, F, A in a harness folder, derived from its code, and a diagram of it.
 
-    from jitlab.anatomy import anatomy, table, write_table
+    from jitlab.viz.anatomy import anatomy, table, write_table
     a = anatomy("react")                  # a seed name or any harness folder (generated ones too)
     a                                     # JupyterLab shows the SVG diagram inline (_repr_svg_)
     a.save("figures/anatomy/react.svg")
@@ -55,7 +55,7 @@ from jitlab.harness import Harness, load_harness, seed_names
 from jitlab.paths import package_root, repo_root
 from jitlab.protocol import HOOKS, Capability
 from jitlab.resolve import parse_source
-from jitlab.tables import markdown_table
+from jitlab.viz.tables import markdown_table
 
 __all__ = ["SLOTS", "Anatomy", "BackboneCall", "FlowEdge", "SlotAnatomy", "anatomy", "save_diagrams",
            "summary_row", "table", "to_svg", "write_table"]

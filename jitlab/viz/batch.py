@@ -19,7 +19,7 @@ Parameters are checked against the notebook's ``parameters`` cell (papermill's `
 before anything runs: a name the notebook does not define is an error, not a run with its defaults.
 
 Outputs: each run's kernel gets ``JITLAB_OUT_ROOT=OUT/<id>``, so the relative output paths of the
-notebooks (``out``, ``out_root``, ``figures_out``, resolved by ``jitlab.experiments.output_path``) land
+notebooks (``out``, ``out_root``, ``figures_out``, resolved by ``jitlab.viz.experiments.output_path``) land
 under the batch's ``OUT``, never in the source checkout; absolute paths are kept as given.
 
 Spend: ``max_cost`` / ``max_tokens_total`` cap the real backbone spend of the whole batch, recorded
@@ -62,12 +62,13 @@ class BatchConfig:
     out: str = field(default="", metadata={"help": "output folder: executed notebooks + manifest.json"})
     parallel: int | None = field(default=None, metadata={"help": "runs at once (default min(2, cpus))", "min": 1})
     kernel: str | None = field(default=None, metadata={"help": "Jupyter kernel name (default: the notebook's)"})
-    cwd: str = field(default="notebook", metadata={"help": "kernel working dir: 'notebook' (its folder) or 'run' (OUT/<id>/)"})
+    cwd: str = field(default="notebook", metadata={"help": "kernel working dir: 'notebook' (its folder) or 'run' (OUT/<id>/)",
+                                                     "choices": ("notebook", "run")})
     timeout_s: int | None = field(default=None, metadata={"help": "per-cell timeout in seconds (default none)",
                                                           "min": 1})
     rerun_ok: bool = field(default=False, metadata={"help": "run again even the combinations that finished ok"})
     max_cost: float | None = field(default=None, metadata={"help": "cap in USD on the real backbone spend of the "
-                                                                   "whole batch (passed to each notebook)", "min": 0})
+                                                                   "whole batch (passed to each notebook)", "min": 0, "metavar": "USD"})
     max_tokens_total: int | None = field(default=None, metadata={"help": "cap on the backbone tokens of the whole "
                                                                          "batch (passed to each notebook)", "min": 0})
 
@@ -176,7 +177,7 @@ def _spent(out: Path, cfg: BatchConfig) -> str:
     """Why no new combination may start ('' while under the caps): the spend recorded under ``out``."""
     if not cfg.caps():
         return ""
-    from jitlab.experiments import grid_spend
+    from jitlab.viz.experiments import grid_spend
     return grid_spend(out, cfg.max_cost, cfg.max_tokens_total).reached()
 
 

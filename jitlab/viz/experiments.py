@@ -1,6 +1,6 @@
 """Experiment helpers the notebooks call: grids of fixed-harness runs, and reading one run back.
 
-    from jitlab import experiments as X
+    from jitlab.viz import experiments as X
     runs = X.run_grid(["textworld", "babyai", "dbbench"], X.seed_harnesses(), ["embedded"],
                       limit=2, out_root="runs/seed_bank")      # one run directory per combination
     X.grid_table(runs)                                         # harness x suite: success, tokens
@@ -40,7 +40,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from jitlab.tables import markdown_table
+from jitlab.viz.tables import markdown_table
 
 __all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "OUT_ROOT_ENV", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS",
            "backbone_calls", "best_per_suite", "diagnostics", "grid_spend", "grid_table", "harness_anatomies",
@@ -197,14 +197,14 @@ JIT_SUMMARY_COLUMNS = ["suite", "mode", "generator", "backbone", "run_dir", "n_e
 def run_jit_modes(suite: str, generator: str = "compose", backbone: str = "embedded", limit: int | None = 20,
                   n_candidates: int | None = None, out_root: str | Path = "runs/jit", modes=("static", "streaming"),
                   quiet: bool = True, concurrency: int = 1, **jit_options) -> dict:
-    """Run JIT inference (jitlab.jit) in each of ``modes`` on the first ``limit`` tasks of a suite.
+    """Run JIT inference (jitlab.jit.inference) in each of ``modes`` on the first ``limit`` tasks of a suite.
 
     Writes ``out_root/<suite>/jit-<generator>-<backbone>/<mode>/`` (resumable). ``n_candidates`` is
     for static mode (default 4); streaming generates one harness per task, as in the paper.
     ``concurrency`` static tasks are solved at once (a stream runs in order). Extra
     keyword arguments go to :class:`jitlab.jit.JITConfig` (split, selector, retrieval, max_steps, ...).
     ``max_cost`` / ``max_tokens_total`` cap the modes together (module docstring). Returns ``{mode: run_dir}``."""
-    from jitlab.jit import JITConfig, run_jit
+    from jitlab.jit.inference import JITConfig, run_jit
     spend = grid_spend(output_path(out_root), jit_options.pop("max_cost", None), jit_options.pop("max_tokens_total", None))
     root = output_path(out_root) / suite / run_slug("jit", generator, backbone)
     out = {}
@@ -321,8 +321,8 @@ def jit_tasks(rec: dict):
 def harness_diff(rec: dict, episode_id: int | None = None) -> str:
     """Unified diff of the harness an episode ran against its nearest bank reference (JIT runs record
     ``extra.nearest_reference``); '' when there is none or the files are identical."""
-    from jitlab.dash.data import harness_diff as _diff
-    from jitlab.dash.data import harness_folder, reference_files
+    from jitlab.viz.dash.data import harness_diff as _diff
+    from jitlab.viz.dash.data import harness_folder, reference_files
     episode_id = _episode(rec, episode_id)
     row = rec["episodes"].set_index("id").loc[episode_id].to_dict()
     extra = _json(row.get("extra"), {})
@@ -336,8 +336,8 @@ def harness_anatomies(rec: dict, trust_code: bool = False) -> dict:
     """``{label: Anatomy or reason}`` for each distinct harness that ran (by sha). Seed harnesses are
     analysed from seed_bank/; a generated harness (the run's ``harnesses/<sha>`` copy) only with
     ``trust_code`` (it imports the code here), else the value is a string saying why it was skipped."""
-    from jitlab.anatomy import anatomy
-    from jitlab.dash.data import harness_folder, is_seed
+    from jitlab.viz.anatomy import anatomy
+    from jitlab.viz.dash.data import harness_folder, is_seed
     out: dict = {}
     finished = rec["finished"]
     for sha, g in finished.groupby("harness_sha", sort=False):
@@ -367,12 +367,12 @@ def notebook_command(notebook: str, params: dict) -> str:
 def register_figure(fig_dir: str | Path, stem: str, files, title: str, command: str, caption: str = "",
                     numbers=None, **more) -> Path:
     """List ``files`` (paths inside ``fig_dir``, or a folder of them) under ``stem`` in
-    ``fig_dir/figures.json`` and ``fig_dir/README.md`` (:func:`jitlab.figures.register`). ``numbers``
+    ``fig_dir/figures.json`` and ``fig_dir/README.md`` (:func:`jitlab.viz.figures.register`). ``numbers``
     (a DataFrame or markdown text) is printed under the figure; ``more`` is stored in the entry (e.g.
     ``final_accuracy`` rows, which README's closing note tabulates)."""
     import datetime as dt
 
-    from jitlab.figures import register
+    from jitlab.viz.figures import register
     fig_dir = Path(fig_dir)
     root = fig_dir.resolve()
     names = []
@@ -389,9 +389,9 @@ def register_figure(fig_dir: str | Path, stem: str, files, title: str, command: 
 
 def save_figure(fig, fig_dir: str | Path, stem: str, title: str, command: str, caption: str = "", numbers=None,
                 formats=("png", "pdf", "html"), **more) -> list[Path]:
-    """Save a jitlab.figures figure as ``fig_dir/stem.{png,pdf,html}`` and list it in README.md
+    """Save a jitlab.viz.figures figure as ``fig_dir/stem.{png,pdf,html}`` and list it in README.md
     (:func:`register_figure`). Returns the written paths (the PNG first when written)."""
-    from jitlab.figures import save
+    from jitlab.viz.figures import save
     paths = save(fig, Path(fig_dir) / stem, formats)
     register_figure(fig_dir, stem, [p.resolve() for p in paths], title, command, caption, numbers, **more)
     return paths

@@ -1,6 +1,6 @@
 """The papers' figures as pure functions: tidy DataFrame in, HoloViews figure out.
 
-    from jitlab import figures as F
+    from jitlab.viz import figures as F
     df = F.collect(["runs/tw-static", "runs/tw-streaming"])   # one row per finished episode
     F.save(F.fig_stream(df), "figures/fig6_stream_textworld")  # .png .pdf (matplotlib) + .html (bokeh)
 
@@ -31,7 +31,7 @@ import shlex
 from pathlib import Path
 
 from jitlab.errors import ConfigError
-from jitlab.tables import markdown_table
+from jitlab.viz.tables import markdown_table
 
 __all__ = ["collect", "expand_runs", "stream_curves", "final_accuracy", "pairings", "pareto_frontier",
            "jit_gain", "seed_bank_table", "fig_stream", "fig_pareto", "fig_jit_gain", "save",
@@ -185,7 +185,7 @@ def jit_gain(df, baseline: str = "react"):
 
 def seed_bank_table(df, with_anatomy: bool = True):
     """Results of fixed-harness runs as a table: one row per (harness, backbone), per suite its success
-    rate, cost and tool calls per case. With ``with_anatomy`` and jitlab.anatomy available, the
+    rate, cost and tool calls per case. With ``with_anatomy`` and jitlab.viz.anatomy available, the
     harness's M/P/F/A labels are added for seed harnesses."""
     import pandas as pd
     fixed = df[df["mode"] == "fixed"]
@@ -198,7 +198,7 @@ def seed_bank_table(df, with_anatomy: bool = True):
     wide = wide[sorted(wide.columns)].reset_index()
     if with_anatomy:
         try:
-            from jitlab.anatomy import summary_row
+            from jitlab.viz.anatomy import summary_row
         except ImportError:
             return wide
         mpfa = {}
@@ -478,7 +478,7 @@ def write_readme(out: str | Path, index: dict | None = None) -> Path:
     lines = ["# figures", "",
              "Regenerated from saved run records. Do not edit by hand: this file is rewritten from "
              f"`{_INDEX}` whenever a figure is (re)made (`jitlab figures`, or a notebook through "
-             "`jitlab.figures.register`). Each entry gives the exact command that made it. Static PNG/PDF "
+             "`jitlab.viz.figures.register`). Each entry gives the exact command that made it. Static PNG/PDF "
              "use matplotlib; the HTML files are interactive bokeh (BokehJS from its CDN unless made with "
              "`--inline-js`).", ""]
     if not index:

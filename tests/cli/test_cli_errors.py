@@ -17,7 +17,7 @@ import pytest
 from jitlab.cli import main
 from jitlab.store import load
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RUN = ["run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-hash", "--no-cache"]
 
 
@@ -86,7 +86,7 @@ def test_a_second_process_on_the_same_out_is_refused_naming_the_holder(tmp_path,
 
 _HOLD_BANK = """
 import sys, time
-from jitlab.bank import Bank, BankConfig
+from jitlab.jit.bank import Bank, BankConfig
 bank = Bank(sys.argv[1], config=BankConfig(retrieval="bm25"), exclusive=True)
 print("held", flush=True)
 time.sleep(60)
@@ -94,7 +94,7 @@ time.sleep(60)
 
 
 def test_a_bank_being_written_has_one_writer(tmp_path):
-    from jitlab.bank import Bank, BankConfig
+    from jitlab.jit.bank import Bank, BankConfig
     from jitlab.errors import RunLocked
     path = tmp_path / "bank.sqlite"
     holder = subprocess.Popen([sys.executable, "-c", _HOLD_BANK, str(path)], stdout=subprocess.PIPE, text=True,
@@ -248,7 +248,7 @@ def test_the_cli_backstop_turns_an_oserror_into_one_line_naming_the_file(tmp_pat
 
 
 def test_bank_export_into_a_file_is_one_line(tmp_path, capsys):
-    from jitlab.bank import Bank, BankConfig
+    from jitlab.jit.bank import Bank, BankConfig
     Bank(tmp_path / "bank.sqlite", config=BankConfig(retrieval="bm25")).close()
     _one_line_error(capsys, ["bank", "export", "/etc/hostname", "--bank", str(tmp_path / "bank.sqlite")],
                     "/etc/hostname", "is a file")

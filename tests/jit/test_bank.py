@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from jitlab.bank import (
+from jitlab.jit.bank import (
     Bank,
     BankConfig,
     BankQuarantined,
@@ -279,7 +279,7 @@ def test_embedding_retrieval_textworld_over_sql(tmp_path):
 
 # -- CLI -----------------------------------------------------------------------------------------
 def _cli(argv):
-    from jitlab.cli_bank import add_bank_commands
+    from jitlab.cli.bank import add_bank_commands
     parser = argparse.ArgumentParser(prog="jitlab")
     add_bank_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
@@ -309,7 +309,7 @@ def test_bank_commands(tmp_path, capsys):
 # -- crash safety ------------------------------------------------------------------------------------
 _WRITER = textwrap.dedent("""
     import sys
-    from jitlab.bank import Bank, BankConfig, Evaluation
+    from jitlab.jit.bank import Bank, BankConfig, Evaluation
     from jitlab.harness import read_files, resolve
     bank = Bank(sys.argv[1], config=BankConfig(retrieval="bm25"))
     base = read_files(resolve("react"))

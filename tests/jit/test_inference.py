@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from jitlab.bank import Bank
+from jitlab.jit.bank import Bank
 from jitlab.errors import ConfigError
-from jitlab.generate.compose import ComposeGenerator
-from jitlab.jit import JITConfig, run_jit
+from jitlab.jit.generate.compose import ComposeGenerator
+from jitlab.jit.inference import JITConfig, run_jit
 from jitlab.store import load
 
 EXTRA_KEYS = {"mode", "stream_index", "generator", "gen_tokens", "select_tokens", "repair_tokens", "exec_tokens",

@@ -7,10 +7,10 @@ import pytest
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import InfraError
-from jitlab.generate import Candidate, get_generator
+from jitlab.jit.generate import Candidate, get_generator
 from jitlab.harness import read_files, seed_bank_dir
 from jitlab.llm.scripted import ScriptedBackbone, get_scripted
-from jitlab.repair import (
+from jitlab.jit.repair import (
     RepairConfig,
     RepairLog,
     dev_task_for,
@@ -130,7 +130,7 @@ def test_gives_up_cleanly_after_two_rounds(toy, config, tmp_path):
 
 
 def test_a_reply_without_file_blocks_is_a_parse_error_not_a_copied_reference(toy, config, tmp_path):
-    from jitlab.generate import Reference
+    from jitlab.jit.generate import Reference
     from jitlab.harness import harness_sha
     suite, task, dev = toy
     files = read_files(seed_bank_dir() / "react")

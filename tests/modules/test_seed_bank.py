@@ -6,7 +6,8 @@ import pytest
 
 from jitlab.envs import get_suite
 from jitlab.harness import harness_sha, load_harness, read_files, seed_bank_dir, seed_names
-from jitlab.resolve import regenerate_seeds, resolve_files, seed_sources_dir
+from jitlab.harness import regenerate_seeds, seed_sources_dir
+from jitlab.resolve import resolve_files
 from jitlab.llm.scripted import get_scripted
 from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
 

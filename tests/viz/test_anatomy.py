@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from jitlab.anatomy import (
+from jitlab.viz.anatomy import (
     Anatomy,
     anatomy,
     save_diagrams,

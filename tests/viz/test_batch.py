@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from jitlab.batch import BatchConfig, combinations, load_grid, run_batch
+from jitlab.viz.batch import BatchConfig, combinations, load_grid, run_batch
 from jitlab.errors import ConfigError
 
 nbformat = pytest.importorskip("nbformat")

@@ -1,4 +1,4 @@
-"""jitlab.experiments: grids of fixed-harness runs, reading a run back, figure registration.
+"""jitlab.viz.experiments: grids of fixed-harness runs, reading a run back, figure registration.
 Runs use the toy suite and the scripted:pick-first test double (milliseconds per episode)."""
 import json
 import shutil
@@ -6,7 +6,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from jitlab import experiments as X
+from jitlab.viz import experiments as X
 from jitlab.errors import ConfigError, UnknownName
 
 

@@ -1,6 +1,6 @@
-"""jitlab.figures: tidy collection, the numbers behind each figure, files written, README with commands.
+"""jitlab.viz.figures: tidy collection, the numbers behind each figure, files written, README with commands.
 
-JIT runs here are TEST FIXTURES (tests/dash/jit_runs_fixture.py, synthetic numbers); fixed runs are
+JIT runs here are TEST FIXTURES (tests/viz/dash/jit_runs_fixture.py, synthetic numbers); fixed runs are
 real toy-suite runs with the scripted:pick-hash test-double backbone."""
 import argparse
 import json
@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "dash"))
 from jit_runs_fixture import make_fixed_run, make_jit_run
 
-from jitlab import figures as F
+from jitlab.viz import figures as F
 from jitlab.errors import ConfigError
 
 
@@ -86,7 +86,7 @@ def test_thirteen_seeds_and_jit_get_distinct_colours():
 
 def test_make_figures_writes_files_and_readme(runs, tmp_path):
     out = tmp_path / "figs"
-    from jitlab.cli_viz import add_viz_commands
+    from jitlab.cli.viz import add_viz_commands
     parser = argparse.ArgumentParser()
     add_viz_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["figures", "--runs", str(runs), "--out", str(out)])

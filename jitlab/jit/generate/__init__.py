@@ -1,14 +1,14 @@
 """Harness generators: prompts (Jinja templates as files), the ``code:<backbone>`` and ``compose``
 generators, the tagged-block parser and the static-JIT selectors.
 
-    from jitlab.generate import get_generator, Reference
+    from jitlab.jit.generate import get_generator, Reference
     gen = get_generator("compose", handle)                # or "code:embedded"
     cand = gen.generate(task.public(), [Reference(...)], handle)
     cand.files        # {"memory.py": ..., "planning.py": ..., ..., "description.yaml": ...}
 
 See README.md in this folder for one line per file.
 """
-from jitlab.generate.base import (
+from jitlab.jit.generate.base import (
            Candidate,
            Generator,
            Reference,
@@ -16,8 +16,8 @@ from jitlab.generate.base import (
            prompt_hash,
            render,
 )
-from jitlab.generate.blocks import format_blocks, parse_blocks
-from jitlab.generate.select import SELECTORS, rank
+from jitlab.jit.generate.blocks import format_blocks, parse_blocks
+from jitlab.jit.generate.select import SELECTORS, rank
 
 __all__ = [
            "SELECTORS",

@@ -1,14 +1,14 @@
 """What every generator shares: the ``Candidate`` it returns, the ``Reference`` it reads, the
 ``Generator`` protocol, template rendering and the registry ``get_generator``.
 
-    from jitlab.generate import get_generator
+    from jitlab.jit.generate import get_generator
     gen = get_generator("compose", handle)            # or "code:embedded", "code:litellm:gpt-4o-mini"
     cand = gen.generate(task.public(), references, handle, index=0)
     fixed = gen.repair(cand, diagnostic_dict, task.public(), handle)
 
 Generators see only ``TaskSpec.public()`` (a dict: id, suite, family, description, tools, max_steps),
 never ``TaskSpec.data``: the signature takes the dict, so the private part cannot leak in.
-Prompts are Jinja template files in ``jitlab/generate/templates`` rendered with StrictUndefined.
+Prompts are Jinja template files in ``jitlab/jit/generate/templates`` rendered with StrictUndefined.
 
 A ``Candidate``'s files are its *resolved* source (``resolved``): a generator may write a file that
 subclasses the module library, but the candidate stores, runs and hashes the file with that library code
@@ -43,7 +43,13 @@ __all__ = [
 ]
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-GENERATORS = ("compose", "code:<backbone>")
+# Generators by short name -> "module:factory", loaded on use like suites and backbones, so this module never
+# imports a generator (they import it). A factory takes (name, backbone_handle, **config); "code" takes a
+# backbone after the colon (code:<backbone>). Any "package.module:factory" path works too.
+GENERATORS: dict[str, str] = {
+    "compose": "jitlab.jit.generate.compose:make_generator",
+    "code": "jitlab.jit.generate.code:make_generator",
+}
 
 
 @dataclass
@@ -119,7 +125,7 @@ def _template(name: str) -> jinja2.Template:
 
 
 def render(template: str, **values) -> str:
-    """Render ``jitlab/generate/templates/<template>`` (StrictUndefined: a missing value is an error)."""
+    """Render ``jitlab/jit/generate/templates/<template>`` (StrictUndefined: a missing value is an error)."""
     return _template(template).render(**values)
 
 
@@ -129,12 +135,14 @@ def prompt_hash(messages: list[dict]) -> str:
 
 
 def get_generator(name: str, backbone_handle=None, **config) -> Generator:
-    """``compose`` or ``code:<backbone>``. ``backbone_handle`` (an LLMHandle) is the default handle for
-    generate/repair calls; ``config`` sets fields of the generator's config dataclass."""
-    if name == "compose":
-        from jitlab.generate.compose import ComposeConfig, ComposeGenerator
-        return ComposeGenerator(backbone_handle, ComposeConfig(**config))
-    if name.startswith("code:") and len(name) > len("code:"):
-        from jitlab.generate.code import CodeConfig, CodeGenerator
-        return CodeGenerator(name, backbone_handle, CodeConfig(**config))
-    raise UnknownName("generator", name, GENERATORS)
+    """``compose``, ``code:<backbone>`` or ``package.module:factory``. ``backbone_handle`` (an LLMHandle) is the
+    default handle for generate/repair calls; ``config`` sets fields of the generator's config dataclass."""
+    import importlib
+    kind, _, rest = name.partition(":")
+    if kind == "code" and not rest:
+        kind = ""
+    target = GENERATORS.get(kind) or (name if "." in kind and rest else None)
+    if target is None:
+        raise UnknownName("generator", name, [k + ":<backbone>" if k == "code" else k for k in GENERATORS])
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)(name, backbone_handle, **config)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from jitlab.generate.base import (
+from jitlab.jit.generate.base import (
     Candidate,
     Reference,
     describe_files,
@@ -36,10 +36,10 @@ from jitlab.generate.base import (
     render,
     resolved,
 )
-from jitlab.generate.blocks import format_blocks, parse_blocks
+from jitlab.jit.generate.blocks import format_blocks, parse_blocks
 from jitlab.harness import HARNESS_FILES
 
-__all__ = ["CodeConfig", "CodeGenerator"]
+__all__ = ["CodeConfig", "CodeGenerator", "make_generator"]
 
 
 @dataclass
@@ -60,7 +60,7 @@ class CodeGenerator:
         self.name, self.llm, self.config = name, llm, config or CodeConfig()
 
     def _system(self) -> str:
-        from jitlab.generate.library import catalogue
+        from jitlab.jit.generate.library import catalogue
         library = catalogue() if self.config.list_library else {}
         return render("code_system.j2", library=library)
 
@@ -134,3 +134,8 @@ def _stamp_lineage(files: dict[str, str], generator: str, nearest: Reference | N
     if "description.yaml" not in parsed or not desc.get("name") or (nearest and desc.get("name") == nearest.name):
         desc["name"] = f"{generator.replace(':', '-')}-{'from-' + nearest.name if nearest else 'new'}"
     return {**files, "description.yaml": yaml.safe_dump(desc, sort_keys=False, allow_unicode=True)}
+
+
+def make_generator(name: str, backbone_handle=None, **config):
+    """The registry's factory (``GENERATORS`` in jitlab/jit/generate/base.py): ``code:<backbone>`` with its config fields."""
+    return CodeGenerator(name, backbone_handle, CodeConfig(**config))

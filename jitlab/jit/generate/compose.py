@@ -13,7 +13,7 @@ together, and ``repair`` re-picks the module the diagnostic points at.
 
 Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by candidate index):
 
-    score      each role takes the best-scoring option the couplings allow (jitlab.generate.library)
+    score      each role takes the best-scoring option the couplings allow (jitlab.jit.generate.library)
     sample     like score, but options are sampled (Gumbel noise on scores / temperature)
     copy       reuse the top reference as is (when it already solved similar tasks)
     mutate     the top reference with one role re-picked or one parameter perturbed
@@ -33,8 +33,8 @@ import random
 import threading
 from dataclasses import asdict, dataclass, field
 
-from jitlab.generate.base import Candidate, Reference, render
-from jitlab.generate.library import (
+from jitlab.jit.generate.base import Candidate, Reference, render
+from jitlab.jit.generate.library import (
     BASIC,
     ROLES,
     Choice,
@@ -47,7 +47,7 @@ from jitlab.generate.library import (
     role_of_file,
 )
 
-__all__ = ["STRATEGIES", "ComposeConfig", "ComposeGenerator"]
+__all__ = ["STRATEGIES", "ComposeConfig", "ComposeGenerator", "make_generator"]
 
 STRATEGIES = ("auto", "score", "sample", "copy", "mutate", "crossover")
 _ROLE_HELP = {
@@ -317,3 +317,8 @@ def _fix_couplings(choices: dict[str, Choice], keep: str | None = None) -> None:
             broken = any(choices[r].kind != "library" or choices[r].path != p for r, p in need.items())
             if broken and role != keep:
                 choices[role] = _library(role, option(BASIC[role], role).path)
+
+
+def make_generator(name: str, backbone_handle=None, **config):
+    """The registry's factory (``GENERATORS`` in jitlab/jit/generate/base.py): ``compose`` with its config fields."""
+    return ComposeGenerator(backbone_handle, ComposeConfig(**config))

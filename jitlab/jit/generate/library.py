@@ -1,7 +1,7 @@
 """The protocol space the compose generator searches: module options per role, prompt variants,
 couplings learned from the seed bank, and reading a harness's files back into choices.
 
-    from jitlab.generate.library import catalogue, choices_of, render_files
+    from jitlab.jit.generate.library import catalogue, choices_of, render_files
     cat = catalogue()                      # {"M": [Option...], "P": [...], "F": [...], "A": [...]}
     choices = choices_of(files)            # {"M": Choice, ..., "prompt": Choice} for a harness's files
     files = render_files(choices, name=..., lineage=...)   # the five files again
@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from jitlab.errors import HarnessError
-from jitlab.generate.base import TEMPLATE_DIR, describe_files, render
+from jitlab.jit.generate.base import TEMPLATE_DIR, describe_files, render
 from jitlab.resolve import parse_source, vendored_names
 
 __all__ = [
@@ -186,7 +186,7 @@ def option(path: str, role: str | None = None) -> Option | None:
 
 
 def prompt_variants() -> dict[str, str]:
-    """{variant name: prompt.yaml text} shipped in jitlab/generate/templates/prompts/."""
+    """{variant name: prompt.yaml text} shipped in jitlab/jit/generate/templates/prompts/."""
     folder = TEMPLATE_DIR / "prompts"
     return {p.stem: p.read_text() for p in sorted(folder.glob("*.yaml"))}
 

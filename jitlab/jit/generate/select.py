@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from jitlab.generate.base import Candidate, describe_files, render
+from jitlab.jit.generate.base import Candidate, describe_files, render
 
 __all__ = ["SELECTORS", "rank"]
 

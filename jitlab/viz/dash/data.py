@@ -1,6 +1,6 @@
 """What the dashboards show, computed from saved run records only (pandas; no Panel, no plotting).
 
-    from jitlab.dash.data import load_run, at_position, harness_points, frontier_at, harness_diff
+    from jitlab.viz.dash.data import load_run, at_position, harness_points, frontier_at, harness_diff
     df = load_run("runs/tw-streaming")            # tidy, one row per finished episode, stream order
     harness_points(df, 7)                          # per harness run so far: n, score, cost, on_frontier
 
@@ -23,9 +23,9 @@ DIFF_MAX_LINES = 400
 
 
 def load_run(run_dir: str | Path):
-    """One run as a tidy DataFrame (jitlab.figures.collect), sorted by stream position, with
+    """One run as a tidy DataFrame (jitlab.viz.figures.collect), sorted by stream position, with
     ``position`` = 0..n-1 (stream_index may skip values when a task is still running)."""
-    from jitlab.figures import collect
+    from jitlab.viz.figures import collect
     df = collect([run_dir]).sort_values("stream_index").reset_index(drop=True)
     df["position"] = range(len(df))
     return df
@@ -61,7 +61,7 @@ def frontier_at(df, pos: int) -> list[str] | None:
 def harness_points(df, pos: int):
     """Per harness (sha) run up to ``pos``: label, n, score, cost_per_case, on_frontier, last_position.
     ``on_frontier`` follows the recorded bank frontier, else the Pareto frontier of these points."""
-    from jitlab.figures import pareto_frontier
+    from jitlab.viz.figures import pareto_frontier
     upto = df.iloc[: pos + 1]
     pts = upto.groupby("harness_sha", sort=False).agg(
         label=("episode_harness", "last"), n=("success", "size"), score=("success", "mean"),

@@ -1,14 +1,14 @@
 """Streaming replay dashboard: step through a run's task stream with a Player widget.
 
-    import jitlab.dash
-    jitlab.dash.replay("runs/tw-streaming")                 # in JupyterLab: displays inline
-    jitlab.dash.replay("runs/tw-streaming", live=True)      # a run still writing: polls for new tasks
-    jitlab dash runs/tw-streaming                           # served (see jitlab/dash/server.py)
+    import jitlab.viz.dash
+    jitlab.viz.dash.replay("runs/tw-streaming")                 # in JupyterLab: displays inline
+    jitlab.viz.dash.replay("runs/tw-streaming", live=True)      # a run still writing: polls for new tasks
+    jitlab dash runs/tw-streaming                           # served (see jitlab/viz/dash/server.py)
 
 Linked to the Player's position: cumulative accuracy, per-task cost and tool calls (rolling mean ±
 std) up to the current task; the harnesses run so far as (cost, score) with the bank's frontier at
 that moment (``extra.frontier``); and the harness of the current task: its anatomy diagram
-(jitlab.anatomy) and a unified diff against its nearest reference (``extra.nearest_reference``).
+(jitlab.viz.anatomy) and a unified diff against its nearest reference (``extra.nearest_reference``).
 
 Caveats: reads saved records only. Drawing the anatomy of a *generated* harness imports its code
 in this process, so it is off unless ``trust_code=True`` (``--trust-harness-code``); seed harnesses
@@ -24,7 +24,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from jitlab.dash import data as D
+from jitlab.viz.dash import data as D
 
 __all__ = ["ReplayApp", "replay", "PLOTS"]
 
@@ -43,7 +43,7 @@ def _setup() -> None:
 
 @lru_cache(maxsize=128)
 def _anatomy_svg(folder: str) -> str:
-    from jitlab import anatomy as A
+    from jitlab.viz import anatomy as A
     a = A.anatomy(folder)
     to_svg = getattr(a, "to_svg", None)
     return to_svg() if callable(to_svg) else A.to_svg(a)
@@ -67,7 +67,7 @@ class ReplayApp(param.Parameterized):
 
     # -- data -------------------------------------------------------------------------------------
     def _load(self) -> None:
-        from jitlab.figures import stream_curves
+        from jitlab.viz.figures import stream_curves
         self.counts = D.status_counts(self.run_dir)
         self.df = D.load_run(self.run_dir)
         if len(self.df):
@@ -199,7 +199,7 @@ class ReplayApp(param.Parameterized):
             try:
                 parts.append(pn.pane.SVG(_anatomy_svg(str(folder)), sizing_mode="stretch_width", max_width=900))
             except ImportError:
-                parts.append(pn.pane.Markdown("_jitlab.anatomy is not available: no diagram._"))
+                parts.append(pn.pane.Markdown("_jitlab.viz.anatomy is not available: no diagram._"))
             except Exception as exc:  # a broken generated harness: show why instead of failing the page
                 parts.append(pn.pane.Markdown(f"_anatomy failed: {type(exc).__name__}: {exc}_"))
         else:

@@ -2,7 +2,7 @@
 
     jitlab dash runs/tw-streaming                         # replay of one run
     jitlab dash runs/tw-react runs/tw-streaming --live    # comparison + a replay tab per run, polling
-    python -m jitlab.dash.server runs/tw-streaming --port 5006 --no-show
+    python -m jitlab.viz.dash.server runs/tw-streaming --port 5006 --no-show
 
 Every browser session builds its own app from the records (one periodic callback per session in
 live mode). Only 127.0.0.1 is bound; nothing is reachable from other machines. A run whose records
@@ -23,9 +23,9 @@ def app(run_dirs, live: bool = False, poll_s: float = 2.0, window: int = 5, trus
     """One run: its replay. Several: a comparison tab plus one replay tab per run."""
     import panel as pn
 
-    from jitlab.dash.compare_view import compare
-    from jitlab.dash.replay_view import replay
-    from jitlab.figures import expand_runs
+    from jitlab.viz.dash.compare_view import compare
+    from jitlab.viz.dash.replay_view import replay
+    from jitlab.viz.figures import expand_runs
     runs = expand_runs(run_dirs)
     if len(runs) == 1:
         return _or_error(lambda: replay(runs[0], live=live, poll_s=poll_s, window=window, trust_code=trust_code))
@@ -62,7 +62,7 @@ def serve(run_dirs, port: int = 0, show: bool = True, live: bool = False, poll_s
     """Serve ``app(run_dirs)`` at http://127.0.0.1:PORT/ (blocks unless ``threaded``)."""
     import panel as pn
 
-    from jitlab.figures import expand_runs
+    from jitlab.viz.figures import expand_runs
     runs = [str(r) for r in expand_runs(run_dirs)]     # fail now, not in the first browser session
     port = port or free_port()
     print(f"jitlab dash: http://127.0.0.1:{port}/  ({len(runs)} run{'s' * (len(runs) > 1)}"
@@ -73,7 +73,7 @@ def serve(run_dirs, port: int = 0, show: bool = True, live: bool = False, poll_s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jitlab.dash.server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m jitlab.viz.dash.server", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     serve(args.run_dirs, port=args.port, show=not args.no_show, live=args.live, poll_s=args.poll_s,

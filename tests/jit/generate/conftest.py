@@ -1,9 +1,9 @@
 """Fixtures for generator tests: toy task, B0 references, handles on scripted doubles (test doubles, not models)."""
 import pytest
 
-from jitlab.bank import Bank, BankConfig
+from jitlab.jit.bank import Bank, BankConfig
 from jitlab.envs.base import get_suite
-from jitlab.generate import Reference
+from jitlab.jit.generate import Reference
 from jitlab.runtime import Budget, LLMHandle
 
 

@@ -1,4 +1,4 @@
-from jitlab.generate.blocks import format_blocks, parse_blocks
+from jitlab.jit.generate.blocks import format_blocks, parse_blocks
 
 
 def test_tagged_blocks_last_wins_and_unknown_ignored():

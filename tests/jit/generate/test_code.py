@@ -1,7 +1,7 @@
 """Code generator: prompt holds protocol/task/references, tagged blocks parsed, fallback to the nearest reference."""
 import yaml
 
-from jitlab.generate import get_generator
+from jitlab.jit.generate import get_generator
 from jitlab.harness import HARNESS_FILES
 from jitlab.llm.scripted import ScriptedBackbone
 from jitlab.resolve import resolve_file

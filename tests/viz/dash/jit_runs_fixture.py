@@ -4,7 +4,7 @@ stream_index, gen/repair/exec tokens, harness_dir, nearest_reference, bank sizes
 
 The numbers are synthetic (seeded random, streaming made to improve along the stream) so figures
 and dashboards have JIT runs to draw before jitlab's JIT inference writes real ones. Every run's
-config says ``"fixture": "tests/dash/jit_runs_fixture.py"``.
+config says ``"fixture": "tests/viz/dash/jit_runs_fixture.py"``.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def make_jit_run(out, mode: str, n: int = 12, suite: str = "toy", backbone: str 
     are left unfinished (status ``running``, as a run still writing leaves them)."""
     out = Path(out)
     store = RunStore(out, {"suite": suite, "backbone": backbone, "mode": mode, "harness": "jit", "seed": seed,
-                           "fixture": "tests/dash/jit_runs_fixture.py"})
+                           "fixture": "tests/viz/dash/jit_runs_fixture.py"})
     rng = random.Random(f"{mode}-{seed}")
     for _ in range(start * 3):
         rng.random()

@@ -56,10 +56,10 @@ def _wait_listening(port, proc, timeout=45):
 
 @pytest.fixture
 def server(tmp_path):
-    from jitlab.dash.server import free_port
+    from jitlab.viz.dash.server import free_port
     run = make_jit_run(tmp_path / "streaming", "streaming", n=16)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "jitlab.dash.server", str(run), "--port", str(port), "--no-show",
+    proc = subprocess.Popen([sys.executable, "-m", "jitlab.viz.dash.server", str(run), "--port", str(port), "--no-show",
                              "--trust-harness-code"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait_listening(port, proc)
@@ -87,7 +87,7 @@ def browser():
 
 
 def test_replay_dashboard_in_chromium(server, browser, tmp_path):
-    from jitlab.dash.replay_view import PLOTS
+    from jitlab.viz.dash.replay_view import PLOTS
     t0 = time.time()
     browser.get(server)
     wait = WebDriverWait(browser, 40, poll_frequency=0.25)

@@ -13,10 +13,10 @@ from jit_runs_fixture import make_fixed_run, make_jit_run
 pytest.importorskip("panel")
 from bokeh.document import Document
 
-import jitlab.dash
-from jitlab.dash import data as D
-from jitlab.dash.compare_view import CompareApp
-from jitlab.dash.replay_view import PLOTS, ReplayApp
+import jitlab.viz.dash
+from jitlab.viz.dash import data as D
+from jitlab.viz.dash.compare_view import CompareApp
+from jitlab.viz.dash.replay_view import PLOTS, ReplayApp
 
 
 def _figures(model) -> int:
@@ -70,7 +70,7 @@ def test_replay_panels_follow_the_player(tmp_path):
 
 
 def test_replay_of_a_fixed_run_draws_the_seed_anatomy(tmp_path):
-    pytest.importorskip("jitlab.anatomy")
+    pytest.importorskip("jitlab.viz.anatomy")
     run = make_fixed_run(tmp_path / "react", limit=3)
     app = ReplayApp(run)
     parts = app._harness(1).objects
@@ -99,7 +99,7 @@ def test_compare_and_app(tmp_path):
     assert _figures(root) == 5                                            # 4 metrics + Pareto
     overlay = app._metric("tool_calls", "tool calls per task")
     assert len(overlay) == 3
-    tabs = jitlab.dash.app([tmp_path / "runs"])
+    tabs = jitlab.viz.dash.app([tmp_path / "runs"])
     assert [t.name for t in tabs] == ["compare", "replay react", "replay static", "replay streaming"]
 
 
@@ -120,10 +120,10 @@ def test_a_corrupt_run_shows_its_error_in_the_page(tmp_path, capsys):
     make_jit_run(tmp_path / "runs" / "static", "static", n=3)
     db = tmp_path / "runs" / "react" / "run.sqlite"
     db.write_bytes(b"not SQLite at all" * 100)
-    page = jitlab.dash.app([tmp_path / "runs" / "react"])                  # one run: the error is the page
+    page = jitlab.viz.dash.app([tmp_path / "runs" / "react"])                  # one run: the error is the page
     assert str(db) in page.object and "corrupt" in page.object and "--new-run" in page.object
     assert str(db) in capsys.readouterr().err
-    tabs = jitlab.dash.app([tmp_path / "runs"])                             # several: the others still show
+    tabs = jitlab.viz.dash.app([tmp_path / "runs"])                             # several: the others still show
     replay_react = dict(zip([t.name for t in tabs], tabs))["replay react"]
     assert str(db) in replay_react.object
     assert _figures(dict(zip([t.name for t in tabs], tabs))["replay static"].get_root(Document())) == PLOTS
