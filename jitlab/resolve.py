@@ -436,7 +436,7 @@ def vendored_names(text: str) -> dict[str, str]:
     """{name: "jitlab.modules.<module>.<name>"} for the library definitions a resolved file inlines."""
     out = {}
     lines = text.splitlines()
-    for i, line in enumerate(lines):
+    for line in lines:
         if line.startswith(_MARKER):
             dotted = line[len(_MARKER):].strip()
             out[dotted.rsplit(".", 1)[-1]] = dotted

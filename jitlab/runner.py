@@ -13,8 +13,6 @@ Trusted seed harnesses run in-process; any other harness folder runs in the sand
 """
 from __future__ import annotations
 
-import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -48,8 +46,10 @@ _NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet", "max_
 class RunConfig:
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
     harness: str = field(default="react", metadata={"help": "seed name, 'oracle', or path of a harness folder"})
-    backbone: str = field(default="embedded", metadata={"help": "embedded | hf:<dir>[#f.gguf] | litellm:<model> | scripted:<name>"})
-    backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, max_new_tokens, ...)"})
+    backbone: str = field(default="embedded", metadata={"help": "embedded | hf:<dir>[#f.gguf] | litellm:<model> | "
+                                                                "scripted:<name>"})
+    backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, "
+                                                                          "max_new_tokens, ...)"})
     split: str = field(default="dev", metadata={"help": "dev or test"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split", "min": 1})
@@ -59,7 +59,8 @@ class RunConfig:
     max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     isolation: str = field(default="auto", metadata={"help": "auto (seeds in-process, others sandboxed) | sandbox | none",
                                                             "choices": ("auto", "sandbox", "none")})
-    allow_unisolated: bool = field(default=False, metadata={"help": "run untrusted code without bubblewrap (recorded loudly)"})
+    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run untrusted code without bubblewrap "
+                                                                    "(recorded loudly)"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/<suite>-<harness>-<backbone>)",
                                                     "nonempty": True})
@@ -71,7 +72,8 @@ class RunConfig:
     max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend "
                                                                    "(cache hits are free); rerun with more to resume",
                                                            "min": 0, "metavar": "USD"})
-    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N", "help": "run-level cap on backbone tokens (cache "
+    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N",
+                                                                 "help": "run-level cap on backbone tokens (cache "
                                                                          "hits are free)", "min": 0})
 
     def __post_init__(self):

@@ -25,7 +25,8 @@ from jitlab.protocol import (
     Observation,
 )
 
-__all__ = ["EPISODE_MAX_TOKENS", "EPISODE_MAX_WALL_S", "Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend", "SpendCapReached", "run_episode"]
+__all__ = ["EPISODE_MAX_TOKENS", "EPISODE_MAX_WALL_S", "Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend",
+           "SpendCapReached", "run_episode"]
 
 
 # The default budget of one episode, written once: Budget, RunConfig, JITConfig and the CLI read these.

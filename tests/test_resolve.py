@@ -8,8 +8,7 @@ import pytest
 
 import jitlab.resolve as R
 from jitlab.errors import ConfigDrift
-from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
-from jitlab.harness import regenerate_seeds, seed_sources_dir
+from jitlab.harness import harness_sha, read_files, regenerate_seeds, seed_bank_dir, seed_names, seed_sources_dir
 from jitlab.resolve import ResolveError, resolve_file, resolve_files
 
 

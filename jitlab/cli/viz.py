@@ -4,8 +4,8 @@
     jitlab dash runs/tw-streaming [more runs] [--live] [--port N] [--no-show]
     jitlab batch notebooks/05_static_vs_streaming.ipynb --grid params.yaml --out batches/05 [--parallel N]
 
-``add_viz_commands(subparsers)`` registers them on jitlab's argparse subparsers (jitlab/cli/__init__.py); ``batch``'s options are generated from
-:class:`jitlab.viz.batch.BatchConfig`.
+``add_viz_commands(subparsers)`` registers them on jitlab's argparse subparsers (jitlab/cli/__init__.py);
+``batch``'s options are generated from :class:`jitlab.viz.batch.BatchConfig`.
 Heavy libraries (holoviews, panel, papermill) are imported inside the command functions only.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ __all__ = ["add_viz_commands", "cmd_batch", "cmd_dash", "cmd_figures"]
 
 
 def cmd_figures(args) -> int:
-    from jitlab.viz.figures import make_figures
     from jitlab.store import make_dir
+    from jitlab.viz.figures import make_figures
     make_dir(args.out, "--out")  # before any work: --out naming a file is a one-line error
     command = ("jitlab figures --runs " + " ".join(shlex.quote(r) for r in args.runs)
                + f" --out {shlex.quote(args.out)}" + (f" --window {args.window}" if args.window != 5 else "")

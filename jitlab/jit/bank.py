@@ -718,7 +718,8 @@ def _embedder():
         return _EMBEDDER["model"]
 
 
-_STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "is", "it", "of", "on", "or", "the", "to", "with", "this", "that", "you", "your", "each", "one", "its", "it's", "not"])
+_STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "is", "it", "of", "on", "or",
+                   "the", "to", "with", "this", "that", "you", "your", "each", "one", "its", "it's", "not"])
 
 
 def _tokens(text: str) -> list[str]:

@@ -55,7 +55,6 @@ from jitlab.runtime import (
     LLMHandle,
     RunSpend,
     SpendCapReached,
-    run_episode,
 )
 from jitlab.store import FINAL, RunStore, load, summarize
 
@@ -106,7 +105,7 @@ class JITConfig:
     retrieval: str = field(default="auto", metadata={"help": "bank retrieval: auto | embedding | bm25",
                                                        "choices": ("auto", "embedding", "bm25")})
     bank_cost_metric: str = field(default="tokens", metadata={"help": "frontier cost axis: tokens | cost"})
-    allow_unisolated: bool = field(default=False, metadata={"help": "run harnesses without bubblewrap when it is "
+    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run harnesses without bubblewrap when it is "
                                                                     "unavailable (recorded loudly)"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/jit-<suite>-<mode>-<generator>)",
@@ -120,7 +119,8 @@ class JITConfig:
     max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend, all "
                                                                    "phases (cache hits are free); rerun with more to "
                                                                    "resume", "min": 0, "metavar": "USD"})
-    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N", "help": "run-level cap on backbone tokens, all phases",
+    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N",
+                                                                 "help": "run-level cap on backbone tokens, all phases",
                                                                  "min": 0})
 
     def __post_init__(self):
@@ -258,10 +258,10 @@ class _Chosen:
 
 class _JIT:
     def __init__(self, cfg: JITConfig, spend: RunSpend | None = None):
-        from jitlab.jit.bank import Bank, BankConfig
         from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
-        from jitlab.llm.cache import default_cache
+        from jitlab.jit.bank import Bank, BankConfig
         from jitlab.jit.repair import RepairConfig, RepairLog
+        from jitlab.llm.cache import default_cache
         from jitlab.llm.lazy import LazyBackbone
         cfg.check()
         self.cfg = cfg
@@ -469,9 +469,12 @@ class _JIT:
                                        diagnostic=chosen.diagnostic)
             else:
                 agents = []
-                result = drive_episode(self.suite, task, lambda env: agents.append(
-                    SandboxedAgent(harness_dir, exec_llm, sb_cfg)) or agents[-1], exec_llm, self.budget, cfg.seed,
-                    on_step=lambda s, ep=episode: self.store.log_step(ep, s))
+
+                def make_agent(env, folder=harness_dir, llm=exec_llm, sandbox=sb_cfg, made=agents):
+                    made.append(SandboxedAgent(folder, llm, sandbox))
+                    return made[-1]
+                result = drive_episode(self.suite, task, make_agent, exec_llm, self.budget, cfg.seed,
+                                       on_step=lambda s, ep=episode: self.store.log_step(ep, s))
                 if result.status == "harness_error" and agents and agents[-1].diagnostic is not None:
                     result.diagnostic = agents[-1].diagnostic.as_dict()  # the child's own account (line, phase)
             phases = {p: meter.phase(p) for p in PHASES}

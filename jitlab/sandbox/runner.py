@@ -51,8 +51,7 @@ from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import resolve
 from jitlab.protocol import Decision
 from jitlab.sandbox import seccomp, wire
-from jitlab.sandbox.diagnostics import (CHILD_KINDS, Diagnostic, SandboxHarnessError, SandboxSetupError,
-                                        location_from_text, trim)
+from jitlab.sandbox.diagnostics import CHILD_KINDS, Diagnostic, SandboxHarnessError, SandboxSetupError, location_from_text, trim
 
 __all__ = ["SandboxConfig", "SandboxedAgent", "SandboxResult", "validate", "probe", "require_isolation",
            "ISOLATED", "UNISOLATED"]

@@ -68,7 +68,8 @@ class BatchConfig:
                                                           "min": 1})
     rerun_ok: bool = field(default=False, metadata={"help": "run again even the combinations that finished ok"})
     max_cost: float | None = field(default=None, metadata={"help": "cap in USD on the real backbone spend of the "
-                                                                   "whole batch (passed to each notebook)", "min": 0, "metavar": "USD"})
+                                                                   "whole batch (passed to each notebook)", "min": 0,
+                                                           "metavar": "USD"})
     max_tokens_total: int | None = field(default=None, metadata={"help": "cap on the backbone tokens of the whole "
                                                                          "batch (passed to each notebook)", "min": 0})
 

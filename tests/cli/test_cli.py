@@ -49,6 +49,7 @@ def test_random_baseline_needs_no_backbone(tmp_path):
 
 def test_a_harness_folder_outside_the_seed_bank_runs_sandboxed(tmp_path):
     import shutil
+
     from jitlab.harness import load_harness
     from jitlab.sandbox import ISOLATED
     folder = tmp_path / "my_harness"

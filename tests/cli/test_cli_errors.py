@@ -94,8 +94,8 @@ time.sleep(60)
 
 
 def test_a_bank_being_written_has_one_writer(tmp_path):
-    from jitlab.jit.bank import Bank, BankConfig
     from jitlab.errors import RunLocked
+    from jitlab.jit.bank import Bank, BankConfig
     path = tmp_path / "bank.sqlite"
     holder = subprocess.Popen([sys.executable, "-c", _HOLD_BANK, str(path)], stdout=subprocess.PIPE, text=True,
                               env=_env())

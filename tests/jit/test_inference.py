@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from jitlab.jit.bank import Bank
 from jitlab.errors import ConfigError
+from jitlab.jit.bank import Bank
 from jitlab.jit.generate.compose import ComposeGenerator
 from jitlab.jit.inference import JITConfig, run_jit
 from jitlab.store import load
@@ -128,7 +128,7 @@ def test_streaming_does_not_rerun_a_harness_that_failed_on_the_family(tmp_path):
 
 
 def test_bank_update_lost_to_a_crash_is_replayed_on_resume(tmp_path, monkeypatch):
-    from jitlab import jit
+    from jitlab.jit import inference as jit
     original = jit._JIT._bank_update
     calls = {"n": 0}
 

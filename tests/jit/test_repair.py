@@ -7,9 +7,8 @@ import pytest
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import InfraError
-from jitlab.jit.generate import Candidate, get_generator
 from jitlab.harness import read_files, seed_bank_dir
-from jitlab.llm.scripted import ScriptedBackbone, get_scripted
+from jitlab.jit.generate import Candidate, get_generator
 from jitlab.jit.repair import (
     RepairConfig,
     RepairLog,
@@ -17,6 +16,7 @@ from jitlab.jit.repair import (
     validate_and_repair,
     validate_files,
 )
+from jitlab.llm.scripted import ScriptedBackbone, get_scripted
 from jitlab.resolve import resolve_file
 from jitlab.runtime import Budget, LLMHandle
 
@@ -130,8 +130,8 @@ def test_gives_up_cleanly_after_two_rounds(toy, config, tmp_path):
 
 
 def test_a_reply_without_file_blocks_is_a_parse_error_not_a_copied_reference(toy, config, tmp_path):
-    from jitlab.jit.generate import Reference
     from jitlab.harness import harness_sha
+    from jitlab.jit.generate import Reference
     suite, task, dev = toy
     files = read_files(seed_bank_dir() / "react")
     ref = Reference(harness_sha(files), "react", "ReAct", files)

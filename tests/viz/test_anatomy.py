@@ -5,6 +5,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from jitlab.errors import HarnessError
+from jitlab.harness import load_harness, seed_names
 from jitlab.viz.anatomy import (
     Anatomy,
     anatomy,
@@ -14,8 +16,6 @@ from jitlab.viz.anatomy import (
     to_svg,
     write_table,
 )
-from jitlab.errors import HarnessError
-from jitlab.harness import load_harness, seed_names
 
 GENERATED = {
     "memory.py": '''

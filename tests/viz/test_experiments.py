@@ -6,8 +6,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from jitlab.viz import experiments as X
 from jitlab.errors import ConfigError, UnknownName
+from jitlab.viz import experiments as X
 
 
 def test_seed_harnesses_excludes_baselines():

@@ -13,8 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "dash"))
 from jit_runs_fixture import make_fixed_run, make_jit_run
 
-from jitlab.viz import figures as F
 from jitlab.errors import ConfigError
+from jitlab.viz import figures as F
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from jitlab.harness import HARNESS_FILES
 from jitlab.jit.generate.base import (
     Candidate,
     Reference,
@@ -37,7 +38,6 @@ from jitlab.jit.generate.base import (
     resolved,
 )
 from jitlab.jit.generate.blocks import format_blocks, parse_blocks
-from jitlab.harness import HARNESS_FILES
 
 __all__ = ["CodeConfig", "CodeGenerator", "make_generator"]
 
@@ -92,7 +92,8 @@ class CodeGenerator:
     def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate:
         llm = llm or self.llm
         messages = [{"role": "system", "content": self._system()},
-                    {"role": "user", "content": render("code_repair.j2", task=task, files=format_blocks(resolved(candidate.files)),
+                    {"role": "user", "content": render("code_repair.j2", task=task,
+                                                       files=format_blocks(resolved(candidate.files)),
                                                        diagnostic=_diag(diagnostic))}]
         reply = llm.chat(messages, max_new_tokens=self.config.repair_max_new_tokens).text
         parsed = parse_blocks(reply)

@@ -1,8 +1,8 @@
 """Fixtures for generator tests: toy task, B0 references, handles on scripted doubles (test doubles, not models)."""
 import pytest
 
-from jitlab.jit.bank import Bank, BankConfig
 from jitlab.envs.base import get_suite
+from jitlab.jit.bank import Bank, BankConfig
 from jitlab.jit.generate import Reference
 from jitlab.runtime import Budget, LLMHandle
 

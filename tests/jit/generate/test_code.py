@@ -1,8 +1,8 @@
 """Code generator: prompt holds protocol/task/references, tagged blocks parsed, fallback to the nearest reference."""
 import yaml
 
-from jitlab.jit.generate import get_generator
 from jitlab.harness import HARNESS_FILES
+from jitlab.jit.generate import get_generator
 from jitlab.llm.scripted import ScriptedBackbone
 from jitlab.resolve import resolve_file
 

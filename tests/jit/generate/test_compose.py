@@ -1,8 +1,8 @@
 """Compose generator: options from the library, couplings respected, deterministic, chat fallback, repair."""
+from jitlab.harness import HARNESS_FILES
 from jitlab.jit.generate import get_generator
 from jitlab.jit.generate.compose import ComposeConfig, ComposeGenerator
 from jitlab.jit.generate.library import BASIC, ROLES, catalogue, choices_of, requirements
-from jitlab.harness import HARNESS_FILES
 from jitlab.llm.scripted import ScriptedBackbone, get_scripted
 
 

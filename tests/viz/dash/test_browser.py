@@ -24,9 +24,9 @@ pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists
                                 reason="needs Debian chromium + chromium-driver (/usr/bin/chromedriver); "
                                        "install with `apt-get install -y chromium chromium-driver`")
 selenium = pytest.importorskip("selenium")
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium import webdriver  # noqa: E402  (after the importorskip)
+from selenium.webdriver.chrome.service import Service  # noqa: E402  (after the importorskip)
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402  (after the importorskip)
 
 # every element, descending into shadow roots (bokeh/panel render inside them)
 _WALK = "function walk(r, out){ for (const el of r.querySelectorAll('*')) { out.push(el); " \

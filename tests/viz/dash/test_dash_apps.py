@@ -42,7 +42,9 @@ def test_data_at_a_position(tmp_path):
     assert "+  Fixture variant streaming-3: check the goal first." in diff and "--- reference/prompt.yaml" in diff
     assert D.harness_diff(ref, ref) == ""
     # a reference only the run's bank holds is read from bank.sqlite
-    import json, shutil, sqlite3
+    import json
+    import shutil
+    import sqlite3
     shutil.rmtree(run / "harnesses" / row["nearest_reference"])
     db = sqlite3.connect(run / "bank.sqlite")
     db.execute("CREATE TABLE harnesses (sha TEXT, files TEXT)")
