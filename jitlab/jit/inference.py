@@ -47,6 +47,7 @@ from pathlib import Path
 from jitlab.envs.base import get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.fields import SEED_MAX, check_fields
+from jitlab.jit.record import read_jit_record
 from jitlab.runtime import (
     EPISODE_MAX_TOKENS,
     EPISODE_MAX_WALL_S,
@@ -308,18 +309,18 @@ class _JIT:
     def _bank_update(self, task, rec: dict) -> None:
         """Add the harness that ran and record its evaluation (idempotent; safe to replay)."""
         from jitlab.jit.bank import Evaluation
-        extra = rec["extra"]
-        if not extra.get("harness_dir"):
+        extra = read_jit_record(rec["extra"])
+        if not extra.harness_dir:
             return
-        folder = self.out / extra["harness_dir"]
-        sha = self.bank.add(folder, generator=extra.get("harness_generator") or self.cfg.generator,
-                            parents=extra.get("parents") or [], prompt_hash=extra.get("prompt_hash"))
+        folder = self.out / extra.harness_dir
+        sha = self.bank.add(folder, generator=extra.harness_generator or self.cfg.generator,
+                            parents=extra.parents or [], prompt_hash=extra.prompt_hash)
         ev = Evaluation.for_task(task, success=bool(rec["success"]), reward=float(rec["reward"] or 0.0),
-                                 tokens=int(extra.get("exec_tokens", 0)), cost=float(extra.get("exec_cost", 0.0)),
+                                 tokens=int(extra.exec_tokens or 0), cost=float(extra.exec_cost or 0.0),
                                  latency=float(rec["wall_s"] or 0.0), tool_calls=int(rec["tool_calls"] or 0),
                                  run_dir=self.run_key, seed=self.cfg.seed)
         update = self.bank.update(sha, [ev])
-        if "frontier" not in extra:
+        if extra.frontier is None:
             self._patch_extra(rec["id"], {"bank_size_after": len(self.bank), "frontier": self.bank.frontier(),
                                           "bank_update": {k: update[k] for k in ("entered_frontier", "on_frontier",
                                                                                  "removed", "dominated_by")}})
@@ -565,18 +566,18 @@ def summarize_jit(run_dir: str | Path) -> dict:
     done = eps[eps["final"]].sort_values("id")
     rows = []
     for _, ep in done.iterrows():
-        x = json.loads(ep["extra"] or "{}")
-        cands = (x.get("jit") or {}).get("candidates") or []
-        rows.append({"task_id": ep["task_id"], "stream_index": x.get("stream_index"), "status": ep["status"],
+        x = read_jit_record(ep["extra"])
+        rows.append({"task_id": ep["task_id"], "stream_index": x.stream_index, "status": ep["status"],
                      "success": bool(ep["success"]), "reward": float(ep["reward"] or 0.0),
-                     "tokens": int(ep["tokens"]), "gen_tokens": x.get("gen_tokens", 0),
-                     "select_tokens": x.get("select_tokens", 0), "repair_tokens": x.get("repair_tokens", 0),
-                     "exec_tokens": x.get("exec_tokens", 0), "repair_rounds": x.get("repair_rounds", 0),
-                     "n_candidates": x.get("n_candidates", 0), "valid_candidates": x.get("valid_candidates", 0),
-                     "repaired": any(t.get("outcome") == "fixed" for t in (x.get("jit") or {}).get("repair") or []),
-                     "fallback": bool(x.get("fallback")), "harness": ep["harness"], "harness_sha": ep["harness_sha"],
-                     "parsed_files": [len(c.get("parsed_files") or []) for c in cands if c.get("parsed_files") is not None],
-                     "bank_size_before": x.get("bank_size_before"), "bank_size_after": x.get("bank_size_after")})
+                     "tokens": int(ep["tokens"]), "gen_tokens": x.gen_tokens or 0,
+                     "select_tokens": x.select_tokens or 0, "repair_tokens": x.repair_tokens or 0,
+                     "exec_tokens": x.exec_tokens or 0, "repair_rounds": x.repair_rounds or 0,
+                     "n_candidates": x.n_candidates or 0, "valid_candidates": x.valid_candidates or 0,
+                     "repaired": x.repaired, "fallback": bool(x.fallback), "harness": ep["harness"],
+                     "harness_sha": ep["harness_sha"],
+                     "parsed_files": [len(c.get("parsed_files") or []) for c in x.candidates
+                                      if c.get("parsed_files") is not None],
+                     "bank_size_before": x.bank_size_before, "bank_size_after": x.bank_size_after})
     rows.sort(key=lambda r: (r["stream_index"] is None, r["stream_index"]))
     n = len(rows)
 

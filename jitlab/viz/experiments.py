@@ -40,6 +40,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from jitlab.jit.record import read_jit_record
 from jitlab.viz.tables import markdown_table
 
 __all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "OUT_ROOT_ENV", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS",
@@ -230,7 +231,8 @@ def jit_summaries(run_dirs):
 # -- reading one run -----------------------------------------------------------------------------
 def open_run(run_dir: str | Path) -> dict:
     """:func:`jitlab.store.load` plus ``run_dir``, ``summary`` (summary.json, recomputed if missing)
-    and ``finished`` (final episodes, ``extra`` parsed into a dict column ``extra_dict``)."""
+    and ``finished`` (final episodes, ``extra`` read into a column ``jit_record`` of
+    :class:`jitlab.jit.record.JITTaskRecord`)."""
     from jitlab.store import load, summarize
     run_dir = Path(run_dir)
     rec = load(run_dir)
@@ -238,7 +240,7 @@ def open_run(run_dir: str | Path) -> dict:
     rec["summary"] = json.loads(path.read_text()) if path.exists() else summarize(run_dir)
     rec["run_dir"] = run_dir
     eps = rec["episodes"]
-    rec["finished"] = eps[eps["final"]].assign(extra_dict=[_json(x, {}) for x in eps[eps["final"]]["extra"]])
+    rec["finished"] = eps[eps["final"]].assign(jit_record=[read_jit_record(x) for x in eps[eps["final"]]["extra"]])
     return rec
 
 
@@ -313,8 +315,8 @@ def jit_tasks(rec: dict):
     per phase, repair rounds, candidate validity, fallback, references and bank size. Empty for other runs."""
     import pandas as pd
     rows = [{"id": r["id"], "task_id": r["task_id"], "status": r["status"], "success": r["success"],
-             **{k: r["extra_dict"].get(k) for k in JIT_TASK_COLUMNS[5:] + ["stream_index"]}}
-            for r in rec["finished"].to_dict("records") if r["extra_dict"].get("mode")]
+             **{k: getattr(r["jit_record"], k) for k in JIT_TASK_COLUMNS[5:] + ["stream_index"]}}
+            for r in rec["finished"].to_dict("records") if r["jit_record"].mode]
     return pd.DataFrame(rows, columns=JIT_TASK_COLUMNS).sort_values("stream_index").reset_index(drop=True)
 
 
@@ -325,10 +327,10 @@ def harness_diff(rec: dict, episode_id: int | None = None) -> str:
     from jitlab.viz.dash.data import harness_folder, reference_files
     episode_id = _episode(rec, episode_id)
     row = rec["episodes"].set_index("id").loc[episode_id].to_dict()
-    extra = _json(row.get("extra"), {})
-    folder = harness_folder(rec["run_dir"], {**row, "harness_dir": extra.get("harness_dir"),
+    extra = read_jit_record(row.get("extra"))
+    folder = harness_folder(rec["run_dir"], {**row, "harness_dir": extra.harness_dir,
                                              "episode_harness": row.get("harness")})
-    reference = reference_files(rec["run_dir"], extra.get("nearest_reference"))
+    reference = reference_files(rec["run_dir"], extra.nearest_reference)
     return _diff(folder, reference[1]) if folder is not None and reference is not None else ""
 
 
@@ -342,7 +344,9 @@ def harness_anatomies(rec: dict, trust_code: bool = False) -> dict:
     finished = rec["finished"]
     for sha, g in finished.groupby("harness_sha", sort=False):
         row = g.iloc[0].to_dict()
-        row.update({k: v for k, v in row.pop("extra_dict", {}).items() if k == "harness_dir"})
+        record = row.pop("jit_record", None)
+        if record is not None and record.harness_dir is not None:
+            row["harness_dir"] = record.harness_dir
         row["episode_harness"] = row.get("harness")
         label = f"{row.get('harness')} ({str(sha)[:8]})"
         folder = harness_folder(rec["run_dir"], row)

@@ -31,6 +31,7 @@ import shlex
 from pathlib import Path
 
 from jitlab.errors import ConfigError
+from jitlab.jit.record import read_jit_record
 from jitlab.viz.tables import markdown_table
 
 __all__ = ["collect", "expand_runs", "stream_curves", "final_accuracy", "pairings", "pareto_frontier",
@@ -67,16 +68,6 @@ def expand_runs(paths) -> list[Path]:
     return found
 
 
-def _extra(text) -> dict:
-    if not isinstance(text, str) or not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def collect(run_dirs, include_unfinished: bool = False):
     """One tidy DataFrame from many runs: one row per finished episode (all attempts when
     ``include_unfinished``), the episode columns of docs/records.md, the keys of ``extra`` as columns
@@ -93,10 +84,10 @@ def collect(run_dirs, include_unfinished: bool = False):
             eps = eps[eps["final"]]
         eps = eps.rename(columns={"harness": "episode_harness"}).reset_index(drop=True)
         config = rec["config"].iloc[0].to_dict() if len(rec["config"]) else {}
-        extras = [_extra(x) for x in eps["extra"]]
+        extras = [read_jit_record(x) for x in eps["extra"]]
         for key in EXTRA_COLUMNS:
-            eps[key] = [e.get(key) for e in extras]
-        modes = [e.get("mode") for e in extras if e.get("mode")]
+            eps[key] = [getattr(e, key) for e in extras]
+        modes = [e.mode for e in extras if e.mode]
         mode = modes[0] if modes else (config.get("mode") or "fixed")
         if eps["stream_index"].isna().all():
             eps["stream_index"] = range(len(eps))
