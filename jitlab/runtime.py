@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
 from jitlab.fields import check_fields
 from jitlab.protocol import (
+    Agent,
     Completion,
     Context,
     Ctx,
@@ -163,8 +164,8 @@ class LLMHandle:
                           "messages": messages, "params": params, "text": completion.text})
 
 
-class HarnessAgent:
-    """Runs a loaded harness's four modules and hooks for one episode."""
+class HarnessAgent(Agent):
+    """Runs a loaded harness's four modules and hooks for one episode (an :class:`jitlab.protocol.Agent`)."""
 
     def __init__(self, harness, llm):
         self.harness, self.llm = harness, llm
