@@ -44,7 +44,14 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        # imports under `if TYPE_CHECKING:` never run (annotations only), so they make no runtime dependency
+        typing_only = {id(n) for top in ast.walk(tree) if isinstance(top, ast.If) and
+                       getattr(top.test, "id", getattr(top.test, "attr", None)) == "TYPE_CHECKING"
+                       for n in ast.walk(top)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             targets = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]

@@ -104,7 +104,7 @@ def cmd_harnesses(args) -> int:
         desc = load_harness(name).description
         mods = desc.get("modules", {})
         try:
-            from jitlab.viz.anatomy import summary_row
+            from jitlab.viz.anatomy_table import summary_row
             mods = summary_row(name)
         except ImportError:
             pass

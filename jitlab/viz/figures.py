@@ -189,7 +189,7 @@ def seed_bank_table(df, with_anatomy: bool = True):
     wide = wide[sorted(wide.columns)].reset_index()
     if with_anatomy:
         try:
-            from jitlab.viz.anatomy import summary_row
+            from jitlab.viz.anatomy_table import summary_row
         except ImportError:
             return wide
         mpfa = {}

@@ -7,15 +7,9 @@ import pytest
 
 from jitlab.errors import HarnessError
 from jitlab.harness import load_harness, seed_names
-from jitlab.viz.anatomy import (
-    Anatomy,
-    anatomy,
-    save_diagrams,
-    summary_row,
-    table,
-    to_svg,
-    write_table,
-)
+from jitlab.viz.anatomy import Anatomy, anatomy
+from jitlab.viz.anatomy_svg import to_svg
+from jitlab.viz.anatomy_table import save_diagrams, summary_row, table, write_table
 
 GENERATED = {
     "memory.py": '''

@@ -43,10 +43,9 @@ def _setup() -> None:
 
 @lru_cache(maxsize=128)
 def _anatomy_svg(folder: str) -> str:
-    from jitlab.viz import anatomy as A
-    a = A.anatomy(folder)
-    to_svg = getattr(a, "to_svg", None)
-    return to_svg() if callable(to_svg) else A.to_svg(a)
+    from jitlab.viz.anatomy import anatomy
+    from jitlab.viz.anatomy_svg import to_svg
+    return to_svg(anatomy(folder))
 
 
 class ReplayApp(param.Parameterized):
