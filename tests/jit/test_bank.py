@@ -15,15 +15,8 @@ import pytest
 
 from jitlab.errors import ConfigError
 from jitlab.harness import HARNESS_FILES, harness_sha, read_files, resolve, seed_names
-from jitlab.jit.bank import (
-    Bank,
-    BankConfig,
-    BankQuarantined,
-    Evaluation,
-    dominates,
-    pareto_front,
-    weakly_dominates,
-)
+from jitlab.jit.bank import Bank, BankConfig, BankQuarantined, Evaluation
+from jitlab.jit.pareto import dominates, pareto_front, weakly_dominates
 
 TW_DESC = ("A TextWorld text adventure (coin collector, level 2: the coin is 2 room(s) away along a single path). "
            "Goal: Find the coin and take it. Explore by moving through exits (go north/south/east/west) and issue "
