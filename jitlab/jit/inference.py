@@ -105,7 +105,8 @@ class JITConfig:
     max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     retrieval: str = field(default="auto", metadata={"help": "bank retrieval: auto | embedding | bm25",
                                                        "choices": ("auto", "embedding", "bm25")})
-    bank_cost_metric: str = field(default="tokens", metadata={"help": "frontier cost axis: tokens | cost"})
+    bank_cost_metric: str = field(default="tokens", metadata={"help": "frontier cost axis: tokens | cost",
+                                                               "choices": ("tokens", "cost")})
     allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run harnesses without bubblewrap when it is "
                                                                     "unavailable (recorded loudly)"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
