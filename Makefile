@@ -31,6 +31,7 @@ demo: setup
 	$(BIN)/jitlab show runs/demo
 
 test: setup
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 test-slow: setup

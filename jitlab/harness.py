@@ -29,7 +29,8 @@ import yaml
 from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import package_root
 
-__all__ = ["MODULE_FILES", "Harness", "harness_sha", "load_harness", "read_files", "resolve", "seed_names"]
+__all__ = ["MODULE_FILES", "Harness", "harness_sha", "load_harness", "read_files", "regenerate_seeds", "resolve",
+           "resolve_folder", "seed_names", "seed_sources_dir"]
 
 # file -> (class it must define, methods that class must have)
 MODULE_FILES = {
@@ -187,3 +188,43 @@ def _import(package: str, folder: Path, file: str) -> types.ModuleType:
         del sys.modules[name]
         raise HarnessError(f"import failed: {exc!r}", file=file, kind="import_error") from exc
     return module
+
+
+def resolve_folder(folder: str | Path, sources: dict | None = None) -> dict[str, str]:
+    """Read a harness folder (a seed name or a path) and return its resolved files."""
+    from jitlab.resolve import resolve_files
+    return resolve_files(read_files(resolve(folder)), sources)
+
+
+# ------------------------------------------------------------------------------------------------------ seeds
+
+def seed_sources_dir() -> Path:
+    """``jitlab/seeds/``: each seed as composed from the module library (the source of ``seed_bank/``)."""
+    return Path(__file__).parent / "seeds"
+
+
+def regenerate_seeds(check: bool = False, out_dir: str | Path | None = None, sources: dict | None = None,
+                     names: list[str] | None = None) -> list[str]:
+    """Write the resolved form of every ``jitlab/seeds/<name>/`` into ``seed_bank/<name>/`` (or ``out_dir``).
+
+    Returns the names whose written folder differed (with ``check=True`` nothing is written: the names
+    whose checked-in folder is out of date, or missing)."""
+    from jitlab.resolve import resolve_files
+    src_root, dest_root = seed_sources_dir(), Path(out_dir) if out_dir else seed_bank_dir()
+    stale = []
+    for name in names or sorted(p.name for p in src_root.iterdir() if (p / "description.yaml").is_file()):
+        files = resolve_files(read_files(src_root / name), sources)
+        dest = dest_root / name
+        current = {}
+        if dest.is_dir():
+            current = {p.name: p.read_text() for p in sorted(dest.iterdir())
+                       if p.name in HARNESS_FILES or p.name in OPTIONAL_FILES}
+        if current != files:
+            stale.append(name)
+            if not check:
+                dest.mkdir(parents=True, exist_ok=True)
+                for extra in set(current) - set(files):
+                    (dest / extra).unlink()
+                for file, text in files.items():
+                    (dest / file).write_text(text)
+    return stale

@@ -17,6 +17,10 @@ handle the runtime gives them, so every call is brokered, counted and cached.
 
 The folder format (``memory.py``, ``planning.py``, ``action.py``, ``tool_policy.py``,
 ``prompt.yaml``, ``description.yaml``) is loaded by :mod:`jitlab.harness`.
+
+One level up, an ``Agent`` (``begin / decide / observe``) is what the episode loop drives: a harness's
+four modules in this process (``jitlab.runtime.HarnessAgent``), the same in a sandboxed child
+(``jitlab.sandbox.SandboxedAgent``), or a suite's privileged oracle.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ __all__ = [
     "HOOKS",
     "LLM",
     "Action",
+    "Agent",
     "Capability",
     "CapabilityPolicy",
     "Completion",
@@ -145,6 +150,9 @@ class Ctx:
 
 @runtime_checkable
 class Memory(Protocol):
+    """M: keeps the episode's history and shows the other modules a view of it. ``update`` receives every
+    event (the observation after reset, each decision, each tool result); ``view`` returns what the
+    planner and the action see now (v_t), e.g. the full history, a summary plus recent turns, or notes."""
     def reset(self, ctx: Ctx) -> None: ...
     def update(self, event: Event, ctx: Ctx) -> None: ...
     def view(self, ctx: Ctx) -> View: ...
@@ -152,17 +160,34 @@ class Memory(Protocol):
 
 @runtime_checkable
 class Planner(Protocol):
+    """P: turns the view into a local directive d_t for this step (a subgoal, the current plan step, a
+    checklist), or an empty Directive when the harness does not plan."""
     def reset(self, ctx: Ctx) -> None: ...
     def plan(self, view: View, ctx: Ctx) -> Directive: ...
 
 
 @runtime_checkable
 class CapabilityPolicy(Protocol):
+    """F: picks the tools exposed at this step (C_t) from the suite's registry, given the directive and the
+    view; it may narrow the registry (tool search, a completion gate) but never invents a tool."""
     def reset(self, ctx: Ctx) -> None: ...
     def select(self, directive: Directive, view: View, registry: list[Capability], ctx: Ctx) -> list[Capability]: ...
 
 
 @runtime_checkable
 class Action(Protocol):
+    """A: from the assembled context (view, directive, exposed tools, hints) to the next decision e_t: one
+    tool call with its arguments, usually by calling ``ctx.llm`` and parsing the reply."""
     def reset(self, ctx: Ctx) -> None: ...
     def act(self, context: Context, ctx: Ctx) -> Decision: ...
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """What :func:`jitlab.runtime.run_episode` drives, one episode at a time: ``begin`` with the task and the
+    first observation, then per step ``decide`` (the next Decision) and ``observe`` (the environment's reply).
+    Implementations: ``HarnessAgent`` (a harness in this process), ``SandboxedAgent`` (in a child process; it
+    also has ``close``) and the suites' oracles (privileged sanity checks)."""
+    def begin(self, task: Any, obs: Observation) -> None: ...
+    def decide(self, step: int) -> Decision: ...
+    def observe(self, decision: Decision, obs: Observation, step: int) -> None: ...

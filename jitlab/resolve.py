@@ -1,9 +1,11 @@
 """Resolved harness source: a harness folder with the library code it uses written out inside it.
 
-    from jitlab.resolve import resolve_files, resolve_folder, regenerate_seeds
-    files = resolve_folder("jitlab/seeds/resum")   # {file name: text}, no ``jitlab.modules`` import left
-    regenerate_seeds()                              # jitlab/seeds/<name>/ -> seed_bank/<name>/ (checked in)
-    stale = regenerate_seeds(check=True)            # names whose checked-in seed_bank/<name>/ is out of date
+    from jitlab.resolve import resolve_files
+    files = resolve_files(read_files("jitlab/seeds/resum"))   # {file name: text}, no ``jitlab.modules`` import left
+
+This module works on file texts only (it imports no other jitlab module but errors); reading folders and
+regenerating ``seed_bank/`` from ``jitlab/seeds/`` are in :mod:`jitlab.harness` (``resolve_folder``,
+``regenerate_seeds``), which builds on this one.
 
 Mechanism: **inlining**. Each module file keeps its own code (``class Memory(PeriodicSummaryMemory): ...``)
 and gains, above it, every library definition it reaches: the classes it inherits, the functions,
@@ -46,8 +48,8 @@ import yaml
 
 from jitlab.errors import HarnessError
 
-__all__ = ["LIBRARY_PREFIX", "ResolveError", "parse_source", "regenerate_seeds", "resolve_file", "resolve_files",
-           "resolve_folder", "resolved_or_raw", "seed_sources_dir", "vendored_names"]
+__all__ = ["LIBRARY_PREFIX", "ResolveError", "parse_source", "resolve_file", "resolve_files", "resolved_or_raw",
+           "vendored_names"]
 
 LIBRARY_PREFIX = "jitlab.modules"
 # modules whose names a resolved harness may import as they are
@@ -430,52 +432,12 @@ def resolved_or_raw(files: dict[str, str]) -> dict[str, str]:
         return dict(files)
 
 
-def resolve_folder(folder: str | Path, sources: dict | None = None) -> dict[str, str]:
-    """Read a harness folder (a seed name or a path) and return its resolved files."""
-    from jitlab.harness import read_files, resolve
-    return resolve_files(read_files(resolve(folder)), sources)
-
-
 def vendored_names(text: str) -> dict[str, str]:
     """{name: "jitlab.modules.<module>.<name>"} for the library definitions a resolved file inlines."""
     out = {}
     lines = text.splitlines()
-    for i, line in enumerate(lines):
+    for line in lines:
         if line.startswith(_MARKER):
             dotted = line[len(_MARKER):].strip()
             out[dotted.rsplit(".", 1)[-1]] = dotted
     return out
-
-
-# ------------------------------------------------------------------------------------------------------ seeds
-
-def seed_sources_dir() -> Path:
-    """``jitlab/seeds/``: each seed as composed from the module library (the source of ``seed_bank/``)."""
-    return Path(__file__).parent / "seeds"
-
-
-def regenerate_seeds(check: bool = False, out_dir: str | Path | None = None, sources: dict | None = None,
-                     names: list[str] | None = None) -> list[str]:
-    """Write the resolved form of every ``jitlab/seeds/<name>/`` into ``seed_bank/<name>/`` (or ``out_dir``).
-
-    Returns the names whose written folder differed (with ``check=True`` nothing is written: the names
-    whose checked-in folder is out of date, or missing)."""
-    from jitlab.harness import HARNESS_FILES, OPTIONAL_FILES, read_files, seed_bank_dir
-    src_root, dest_root = seed_sources_dir(), Path(out_dir) if out_dir else seed_bank_dir()
-    stale = []
-    for name in names or sorted(p.name for p in src_root.iterdir() if (p / "description.yaml").is_file()):
-        files = resolve_files(read_files(src_root / name), sources)
-        dest = dest_root / name
-        current = {}
-        if dest.is_dir():
-            current = {p.name: p.read_text() for p in sorted(dest.iterdir())
-                       if p.name in HARNESS_FILES or p.name in OPTIONAL_FILES}
-        if current != files:
-            stale.append(name)
-            if not check:
-                dest.mkdir(parents=True, exist_ok=True)
-                for extra in set(current) - set(files):
-                    (dest / extra).unlink()
-                for file, text in files.items():
-                    (dest / file).write_text(text)
-    return stale

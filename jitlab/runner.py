@@ -13,8 +13,6 @@ Trusted seed harnesses run in-process; any other harness folder runs in the sand
 """
 from __future__ import annotations
 
-import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -23,7 +21,10 @@ from pathlib import Path
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import SEED_MAX, check_fields
+from jitlab.llm.lazy import LazyBackbone
 from jitlab.runtime import (
+    EPISODE_MAX_TOKENS,
+    EPISODE_MAX_WALL_S,
     Budget,
     EpisodeResult,
     HarnessAgent,
@@ -34,7 +35,7 @@ from jitlab.runtime import (
 )
 from jitlab.store import FINAL, RunStore, summarize
 
-__all__ = ["LazyBackbone", "RunConfig", "cost_estimate", "default_out", "known_price", "run"]
+__all__ = ["RunConfig", "cost_estimate", "default_out", "drive_episode", "known_price", "run"]
 
 # fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
 # (so a run stopped by its spend cap resumes with a higher one)
@@ -45,17 +46,21 @@ _NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet", "max_
 class RunConfig:
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
     harness: str = field(default="react", metadata={"help": "seed name, 'oracle', or path of a harness folder"})
-    backbone: str = field(default="embedded", metadata={"help": "embedded | hf:<dir>[#f.gguf] | litellm:<model> | scripted:<name>"})
-    backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, max_new_tokens, ...)"})
+    backbone: str = field(default="embedded", metadata={"help": "embedded | hf:<dir>[#f.gguf] | litellm:<model> | "
+                                                                "scripted:<name>"})
+    backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, "
+                                                                          "max_new_tokens, ...)"})
     split: str = field(default="dev", metadata={"help": "dev or test"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split", "min": 1})
     seed: int = field(default=0, metadata={"help": "episode seed (env reset and cache key)", "min": 0, "max": SEED_MAX})
     max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
-    max_tokens: int = field(default=60_000, metadata={"help": "backbone tokens per episode", "min": 1})
-    max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
-    isolation: str = field(default="auto", metadata={"help": "auto (seeds in-process, others sandboxed) | sandbox | none"})
-    allow_unisolated: bool = field(default=False, metadata={"help": "run untrusted code without bubblewrap (recorded loudly)"})
+    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
+    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
+    isolation: str = field(default="auto", metadata={"help": "auto (seeds in-process, others sandboxed) | sandbox | none",
+                                                            "choices": ("auto", "sandbox", "none")})
+    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run untrusted code without bubblewrap "
+                                                                    "(recorded loudly)"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/<suite>-<harness>-<backbone>)",
                                                     "nonempty": True})
@@ -66,8 +71,9 @@ class RunConfig:
     quiet: bool = field(default=False, metadata={"help": "print nothing per episode"})
     max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend "
                                                                    "(cache hits are free); rerun with more to resume",
-                                                           "min": 0})
-    max_tokens_total: int | None = field(default=None, metadata={"help": "run-level cap on backbone tokens (cache "
+                                                           "min": 0, "metavar": "USD"})
+    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N",
+                                                                 "help": "run-level cap on backbone tokens (cache "
                                                                          "hits are free)", "min": 0})
 
     def __post_init__(self):
@@ -80,47 +86,6 @@ class RunConfig:
 def default_out(cfg: RunConfig) -> Path:
     slug = "-".join(str(x).replace("/", "_").replace(":", "_") for x in (cfg.suite, Path(cfg.harness).name, cfg.backbone))
     return Path("runs") / slug
-
-
-_LOAD_LOCK = threading.RLock()
-
-
-class LazyBackbone:
-    """Builds the real backbone on first use, so oracle/random runs never load a model.
-    ``id`` is the configured name, which keys the replay cache."""
-
-    def __init__(self, name: str, options: dict):
-        from jitlab.llm.base import check_name
-        check_name(name)
-        self.name, self.options = name, dict(options)
-        self.id = name + (json.dumps(options, sort_keys=True) if options else "")
-        self._backbone = None
-
-    def get(self):
-        with _LOAD_LOCK:  # one load at a time: concurrent first imports of transformers can fail
-            if self._backbone is None:
-                from jitlab.llm.base import get_backbone
-                try:
-                    self._backbone = get_backbone(self.name, **self.options)
-                except (ConfigError, InfraError):
-                    raise
-                except Exception as exc:  # a backbone that fails to load is infrastructure, not the harness
-                    raise InfraError(f"backbone {self.name} failed to load: {type(exc).__name__}: {exc}") from exc
-        return self._backbone
-
-    @property
-    def price(self):
-        """The loaded backbone's price (None if it has none), for calls it does not price itself (score)."""
-        return getattr(self.get(), "price", None)
-
-    def chat(self, messages, **params):
-        return self.get().chat(messages, **params)
-
-    def score(self, messages, candidates):
-        scorer = getattr(self.get(), "score", None)
-        if scorer is None:
-            raise NotImplementedError(f"backbone {self.name} has no score()")
-        return scorer(messages, candidates)
 
 
 def _agent_factory(cfg: RunConfig, suite):
@@ -146,6 +111,26 @@ def _agent_factory(cfg: RunConfig, suite):
     sb_cfg = SandboxConfig(allow_unisolated=cfg.allow_unisolated)
     label = require_isolation(sb_cfg)  # refuses here, before any episode, when bubblewrap is unusable
     return folder.name, harness_sha(read_files(folder)), label, lambda env, llm: SandboxedAgent(folder, llm, sb_cfg)
+
+
+def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed: int, on_step=None) -> EpisodeResult:
+    """One episode of ``task``, as ``jitlab run`` and ``jitlab jit`` both drive it: make the environment and the
+    agent (``make_agent(env)``), run the episode loop, close both. An InfraError anywhere (a game that cannot be
+    generated, a sandbox that cannot start) becomes an ``infra_error`` result, which the caller retries and
+    never counts as a task failure; the caller's episode row is therefore always finished."""
+    env = agent = None
+    try:
+        env = suite.make_env(task)
+        agent = make_agent(env)
+        result = run_episode(env, agent, llm, budget, seed, on_step=on_step)
+    except InfraError as exc:
+        result = EpisodeResult(status="infra_error", error=str(exc))
+    finally:
+        if hasattr(agent, "close"):  # a sandboxed agent holds a child process
+            agent.close()
+        if env is not None:
+            env.close()
+    return result
 
 
 def known_price(backbone: str, options: dict | None = None):
@@ -218,18 +203,8 @@ def run(cfg: RunConfig, spend: RunSpend | None = None) -> Path:
             episode = store.start_episode(harness_name, sha, task, cfg.seed, attempt, isolation)
             llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=cfg.seed,
                             spend=spend)
-            env = agent = None
-            try:
-                env = suite.make_env(task)  # may generate a game: inside the try so the row is always finished
-                agent = make_agent(env, llm)
-                result = run_episode(env, agent, llm, budget, cfg.seed, on_step=lambda s, e=episode: store.log_step(e, s))
-            except InfraError as exc:  # e.g. the sandbox could not start: retried, never a task failure
-                result = EpisodeResult(status="infra_error", error=str(exc))
-            finally:
-                if hasattr(agent, "close"):  # a sandboxed agent holds a child process
-                    agent.close()
-                if env is not None:
-                    env.close()
+            result = drive_episode(suite, task, lambda env, llm=llm: make_agent(env, llm), llm, budget, cfg.seed,
+                                   on_step=lambda s, e=episode: store.log_step(e, s))
             store.finish_episode(episode, result.as_dict(), llm)
             if not cfg.quiet:
                 print(f"  {task.id:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
 from jitlab.fields import check_fields
 from jitlab.protocol import (
+    Agent,
     Completion,
     Context,
     Ctx,
@@ -25,15 +26,21 @@ from jitlab.protocol import (
     Observation,
 )
 
-__all__ = ["Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend", "SpendCapReached", "run_episode"]
+__all__ = ["EPISODE_MAX_TOKENS", "EPISODE_MAX_WALL_S", "Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend",
+           "SpendCapReached", "run_episode"]
+
+
+# The default budget of one episode, written once: Budget, RunConfig, JITConfig and the CLI read these.
+EPISODE_MAX_TOKENS = 60_000
+EPISODE_MAX_WALL_S = 900.0
 
 
 @dataclass
 class Budget:
     """Limits of one episode. ``max_steps=None`` uses the task's own ``max_steps``."""
     max_steps: int | None = field(default=None, metadata={"help": "step cap (None: the task's)", "min": 1})
-    max_tokens: int = field(default=60_000, metadata={"help": "backbone tokens of the episode", "min": 1})
-    max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds of the episode", "min_exclusive": 0})
+    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens of the episode", "min": 1})
+    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds of the episode", "min_exclusive": 0})
 
     def __post_init__(self):
         check_fields(self)  # 0 steps would silently mean "the task's own"; nan would disable the wall limit
@@ -157,8 +164,8 @@ class LLMHandle:
                           "messages": messages, "params": params, "text": completion.text})
 
 
-class HarnessAgent:
-    """Runs a loaded harness's four modules and hooks for one episode."""
+class HarnessAgent(Agent):
+    """Runs a loaded harness's four modules and hooks for one episode (an :class:`jitlab.protocol.Agent`)."""
 
     def __init__(self, harness, llm):
         self.harness, self.llm = harness, llm

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 
-__all__ = ["DB_NAME", "FINAL", "LOCK_NAME", "RETRY", "RunStore", "WriterLock", "fingerprint", "load", "make_dir",
+__all__ = ["DB_NAME", "FINAL", "LOCK_NAME", "RETRY", "RunStore", "WriterLock", "fingerprint", "load", "make_dir", "transaction",
            "recorded_spend", "set_aside", "storage_error", "summarize"]
 
 DB_NAME = "run.sqlite"
@@ -157,6 +157,35 @@ class WriterLock:
             self._fh = None
 
 
+@contextlib.contextmanager
+def transaction(db: sqlite3.Connection, lock, path=None):
+    """One write transaction on ``db`` (opened with ``isolation_level=None``), under the caller's thread lock:
+    ``BEGIN IMMEDIATE`` takes SQLite's write lock up front (waiting out the busy timeout), so two writers never
+    deadlock upgrading a read; COMMIT on success, ROLLBACK on any exception. The run store and the harness bank
+    both write through it. With ``path``, SQLite errors become one-line StorageErrors naming the file."""
+    def fail(err):
+        return storage_error(path, err) if path is not None else err
+    with lock:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as err:
+            raise fail(err) from err
+        try:
+            yield
+        except BaseException as exc:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass  # SQLite already rolled back the failed statement's transaction (e.g. disk full)
+            if isinstance(exc, sqlite3.DatabaseError) and path is not None:  # a full disk or a damaged file
+                raise storage_error(path, exc) from exc
+            raise
+        try:
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError as err:
+            raise fail(err) from err
+
+
 class RunStore:
     """The single writer of one run directory (``run.lock``, see the module docstring). Thread-safe (one
     connection behind a lock)."""
@@ -219,29 +248,7 @@ class RunStore:
                               "(the old records are kept beside it).")
 
     def _tx(self):
-        store = self
-
-        class _Tx:
-            def __enter__(self):
-                store._lock.acquire()
-                try:
-                    store.db.execute("BEGIN IMMEDIATE")
-                except sqlite3.DatabaseError as err:
-                    store._lock.release()
-                    raise storage_error(store.path, err) from err
-
-            def __exit__(self, kind, exc, tb):
-                try:
-                    store.db.execute("COMMIT" if kind is None else "ROLLBACK")
-                except sqlite3.DatabaseError as err:
-                    if kind is None:
-                        raise storage_error(store.path, err) from err
-                    # else SQLite already rolled back the failed statement's transaction (e.g. disk full)
-                finally:
-                    store._lock.release()
-                if isinstance(exc, sqlite3.DatabaseError):  # a full disk or a damaged file, never the harness's
-                    raise storage_error(store.path, exc) from exc
-        return _Tx()
+        return transaction(self.db, self._lock, self.path)
 
     @contextlib.contextmanager
     def _read(self):

@@ -8,8 +8,8 @@ import pytest
 
 import jitlab.resolve as R
 from jitlab.errors import ConfigDrift
-from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
-from jitlab.resolve import ResolveError, regenerate_seeds, resolve_file, resolve_files, seed_sources_dir
+from jitlab.harness import harness_sha, read_files, regenerate_seeds, seed_bank_dir, seed_names, seed_sources_dir
+from jitlab.resolve import ResolveError, resolve_file, resolve_files
 
 
 def _library(module: str) -> str:
@@ -99,7 +99,7 @@ def test_unresolvable_files_are_named_errors():
 
 
 def test_dashboard_diff_compares_resolved_sources(tmp_path):
-    from jitlab.dash.data import harness_diff
+    from jitlab.viz.dash.data import harness_diff
     thin = read_files(seed_sources_dir() / "resum")
     assert harness_diff(thin, seed_bank_dir() / "resum") == ""          # the same harness, written two ways
     diff = harness_diff(read_files(seed_sources_dir() / "oagent"), seed_bank_dir() / "resum")

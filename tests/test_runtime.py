@@ -7,7 +7,8 @@ from jitlab.llm.scripted import ScriptedBackbone, get_scripted
 from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
 
 
-def _run(backbone, budget=Budget(), harness="react", task=0, steps=None):
+def _run(backbone, budget=None, harness="react", task=0, steps=None):
+    budget = budget or Budget()
     suite = ToySuite()
     spec = suite.tasks()[task]
     llm = LLMHandle(backbone, budget)

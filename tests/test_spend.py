@@ -129,7 +129,7 @@ def test_estimates_need_a_known_price():
 
 
 def test_jit_cap_stops_and_resumes(tmp_path):
-    from jitlab.jit import JITConfig, run_jit
+    from jitlab.jit.inference import JITConfig, run_jit
 
     def cfg(out, **kw):
         return JITConfig(suite="toy", mode="streaming", backbone=BACKBONE, retrieval="bm25", limit=3, out=str(out),
@@ -148,7 +148,7 @@ def test_jit_cap_stops_and_resumes(tmp_path):
 
 
 def test_a_grid_cap_counts_every_cell(tmp_path):
-    from jitlab import experiments as X
+    from jitlab.viz import experiments as X
     root = tmp_path / "grid"
     with pytest.raises(SpendCapReached):
         X.run_grid("toy", ["react", "plan_and_execute"], BACKBONE, limit=2, out_root=root, cache=False,
@@ -162,7 +162,7 @@ def test_a_grid_cap_counts_every_cell(tmp_path):
 
 
 def test_jit_estimate_counts_every_call_set():
-    from jitlab.jit import JITConfig, cost_estimate
+    from jitlab.jit.inference import JITConfig, cost_estimate
     cfg = JITConfig(suite="toy", mode="static", backbone=BACKBONE, n_candidates=2, max_repair_rounds=1,
                     gen_max_tokens=100, max_tokens=1000)
     # 2 x 100 generation + (10 + 100) judge + 2 x 10 smoke + 1 x 2 x (10 + 100) repair + 1000 execution = 1550

@@ -123,7 +123,7 @@ def test_one_writer_per_run_directory_in_process_too(tmp_path):
 
 def test_a_jit_run_refused_at_start_leaves_the_directory_unlocked(tmp_path):
     from jitlab.errors import ConfigError
-    from jitlab.jit import JITConfig, run_jit
+    from jitlab.jit.inference import JITConfig, run_jit
     cfg = dict(suite="toy", backbone="scripted:pick-hash", limit=1, retrieval="bm25", cache=False, smoke_steps=2,
                quiet=True, out=str(tmp_path / "j"), allow_unisolated=True)
     with pytest.raises(ConfigError):

@@ -5,7 +5,7 @@ import pytest
 
 from jitlab.cli import main
 from jitlab.errors import ConfigError
-from jitlab.jit import JITConfig
+from jitlab.jit.inference import JITConfig
 from jitlab.runner import RunConfig
 
 SEED_MAX = 2 ** 63 - 1   # what SQLite INTEGER columns hold

@@ -71,7 +71,7 @@ class Diagnostic:
         where = f"{self.file}:{self.line}" if self.file and self.line else (self.file or "")
         return f"{self.kind}{' at ' + where if where else ''}: {self.message}"
 
-    def to_error(self) -> "SandboxHarnessError":
+    def to_error(self) -> SandboxHarnessError:
         return SandboxHarnessError(self)
 
 

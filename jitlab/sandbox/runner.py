@@ -49,10 +49,9 @@ from pathlib import Path
 import jitlab
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import resolve
-from jitlab.protocol import Decision
+from jitlab.protocol import Agent, Decision
 from jitlab.sandbox import seccomp, wire
-from jitlab.sandbox.diagnostics import (CHILD_KINDS, Diagnostic, SandboxHarnessError, SandboxSetupError,
-                                        location_from_text, trim)
+from jitlab.sandbox.diagnostics import CHILD_KINDS, Diagnostic, SandboxHarnessError, SandboxSetupError, location_from_text, trim
 
 __all__ = ["SandboxConfig", "SandboxedAgent", "SandboxResult", "validate", "probe", "require_isolation",
            "ISOLATED", "UNISOLATED"]
@@ -503,7 +502,7 @@ def validate(harness, config: SandboxConfig | None = None) -> SandboxResult:
     return result
 
 
-class SandboxedAgent:
+class SandboxedAgent(Agent):
     """The sandboxed counterpart of ``HarnessAgent``: begin/decide/observe run in a child process.
 
     ``harness``: a seed name or a folder. ``llm``: the parent's LLMHandle (or anything with

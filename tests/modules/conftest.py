@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from jitlab.envs.toy import ToySuite
+from jitlab.harness import seed_bank_dir
 from jitlab.llm.scripted import ScriptedBackbone, listed_options
 from jitlab.modules.basic import FullHistory, FullRegistry, NoPlanner, ReActAction
-from jitlab.harness import seed_bank_dir
 from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
 
 REACT_PROMPTS = yaml.safe_load((seed_bank_dir() / "react" / "prompt.yaml").read_text())

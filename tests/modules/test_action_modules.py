@@ -2,8 +2,15 @@
 import re
 
 from jitlab.llm.scripted import ScriptedBackbone
-from jitlab.modules.action import (AdmissibleRerank, CoordinatorAction, EnsembleVote, MarkerAction,
-                                   MultiRolloutAggregation, ReActFoldAction, majority)
+from jitlab.modules.action import (
+    AdmissibleRerank,
+    CoordinatorAction,
+    EnsembleVote,
+    MarkerAction,
+    MultiRolloutAggregation,
+    ReActFoldAction,
+    majority,
+)
 from jitlab.modules.memory import CoordinatorHistory
 from jitlab.modules.policy import AgentDelegation
 from jitlab.protocol import Context, Decision, Directive, Observation, View

@@ -1,10 +1,19 @@
 """Memory modules on scripted episodes (ScriptedBackbone TEST DOUBLES, toy suite)."""
 import itertools
 
-from jitlab.modules.memory import (CoordinatorHistory, FullHistory, IsolatedContextMemory, MemoPageMemory,
-                                   MultiScaleFoldingMemory, PeriodicSummaryMemory, ReasoningGraphMemory,
-                                   RolloutHistories, SubgoalWorkingMemory, ThreeTierMemory)
 from jitlab.modules.action import ReActFoldAction
+from jitlab.modules.memory import (
+    CoordinatorHistory,
+    FullHistory,
+    IsolatedContextMemory,
+    MemoPageMemory,
+    MultiScaleFoldingMemory,
+    PeriodicSummaryMemory,
+    ReasoningGraphMemory,
+    RolloutHistories,
+    SubgoalWorkingMemory,
+    ThreeTierMemory,
+)
 from jitlab.modules.planning import SubgoalPlanner
 from jitlab.protocol import Event
 

@@ -5,9 +5,9 @@ import sys
 import pytest
 
 from jitlab.envs import get_suite
-from jitlab.harness import harness_sha, load_harness, read_files, seed_bank_dir, seed_names
-from jitlab.resolve import regenerate_seeds, resolve_files, seed_sources_dir
+from jitlab.harness import harness_sha, load_harness, read_files, regenerate_seeds, seed_bank_dir, seed_names, seed_sources_dir
 from jitlab.llm.scripted import get_scripted
+from jitlab.resolve import resolve_files
 from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
 
 SEEDS = ["react", "plan_and_execute", "resum", "flash_searcher", "gam", "memobrain", "aggagent", "oagent",
@@ -97,8 +97,10 @@ def _record(folder, suite_name, n=2):
     for spec in suite.tasks("dev")[:n]:
         backbone = get_scripted("pick-hash")
         chat, score = backbone.chat, backbone.score
-        backbone.chat = lambda messages, **params: requests.append(("chat", messages, params)) or chat(messages, **params)
-        backbone.score = lambda messages, cands: requests.append(("score", messages, cands)) or score(messages, cands)
+        backbone.chat = lambda messages, chat=chat, **params: requests.append(("chat", messages, params)) or chat(messages,
+                                                                                                              **params)
+        backbone.score = lambda messages, cands, score=score: requests.append(("score", messages, cands)) or score(messages,
+                                                                                                                  cands)
         llm = LLMHandle(backbone, Budget())
         steps = []
         env = suite.make_env(spec)

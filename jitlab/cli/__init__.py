@@ -1,0 +1,73 @@
+"""The ``jitlab`` command: one parser, one file per command group, options generated from the config dataclasses.
+
+    jitlab run --suite toy --harness react --backbone scripted:pick-first --limit 2
+    jitlab jit --suite toy --mode streaming --backbone scripted:pick-hash --limit 4
+    python -m jitlab.cli --help
+
+Files: ``options.py`` (dataclass fields -> options), ``run.py`` (run, show, suites, harnesses), ``jit.py``,
+``bank.py``, ``viz.py`` (figures, dash, batch). The command modules import only ``options.py`` (no circle);
+each imports its heavy dependencies inside the command, so ``jitlab --help`` stays fast (no torch,
+transformers, litellm or panel import). Errors of the jitlab hierarchy print as one line (exit 2).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jitlab.cli.bank import add_bank_commands
+from jitlab.cli.jit import add_jit_commands
+from jitlab.cli.run import add_run_commands
+from jitlab.cli.viz import add_viz_commands
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jitlab", description="Research workbench for LLM agent harnesses.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_run_commands(sub)
+    add_jit_commands(sub)
+    add_bank_commands(sub)
+    add_viz_commands(sub)
+    return parser
+
+
+def _oserror_line(exc: OSError) -> str:
+    """One line for an OSError nothing more precise caught: the error, the file, what to do."""
+    import errno
+    where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f) or "a file jitlab read or wrote"
+    todo = {errno.ENOSPC: "free space, then rerun the same command (a run resumes where it stopped)",
+            errno.EACCES: "check its permissions or choose another path", errno.EPERM: "choose another path",
+            errno.EROFS: "choose a path on a writable file system", errno.EEXIST: "something is in the way; "
+            "choose another path", errno.ENOTDIR: "a parent of it is a file; choose "
+            "another path", errno.EISDIR: "it is a directory; pass a file", errno.ENOENT: "check the path"}
+    return f"{where}: {exc.strerror or exc}" + (f"; {todo[exc.errno]}" if exc.errno in todo else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import os
+    import sqlite3
+    import warnings
+
+    from jitlab.errors import JitlabError
+    shown = warnings.formatwarning  # jitlab's warnings (a cache or bank moved aside) as one line each
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"jitlab: warning: {message}\n"
+    try:
+        return args.func(args)
+    except JitlabError as exc:
+        print(f"jitlab: error: {exc}", file=sys.stderr)
+        return 2
+    # Backstop for user mistakes no precise check caught (a file where a folder goes, a full disk, a damaged
+    # database): one line, not a traceback. JITLAB_DEBUG=1 shows the traceback.
+    except (OSError, sqlite3.DatabaseError) as exc:
+        if os.environ.get("JITLAB_DEBUG"):
+            raise
+        line = _oserror_line(exc) if isinstance(exc, OSError) else (
+            f"an SQLite file jitlab read or wrote failed ({exc}); if it is a run's run.sqlite, rerun with --new-run "
+            "(the old file is kept beside it); if it is the replay cache, delete $JITLAB_HOME/replay.sqlite")
+        print(f"jitlab: error: {line} (JITLAB_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 2
+    finally:
+        warnings.formatwarning = shown
+

@@ -1,0 +1,137 @@
+"""``jitlab run | show | suites | harnesses``: run a harness on a suite, read runs back, list suites and seeds.
+
+    jitlab run --suite textworld --harness react --backbone embedded --limit 5
+    jitlab show runs/textworld-react-embedded
+    jitlab suites | jitlab harnesses
+    jitlab harnesses show resum | jitlab harnesses export resum --out my_resum
+
+``run``'s options are generated from :class:`jitlab.runner.RunConfig` (jitlab/cli/options.py).
+"""
+from __future__ import annotations
+
+from jitlab.cli.options import add_config_arguments, config_from_args, unfinished
+
+__all__ = ["add_run_commands", "cmd_harnesses", "cmd_run", "cmd_show", "cmd_suites"]
+
+
+def cmd_run(args) -> int:
+    from pathlib import Path
+
+    from jitlab.runner import RunConfig, default_out, run
+    from jitlab.store import summarize
+    cfg = config_from_args(RunConfig, args)
+    print(f"jitlab run: {cfg.harness} on {cfg.suite}/{cfg.split} with {cfg.backbone}", flush=True)
+    from jitlab.runtime import SpendCapReached
+    try:
+        out = run(cfg)
+    except SpendCapReached:
+        if (out := Path(cfg.out) if cfg.out else default_out(cfg)).is_dir():
+            _print_summary(summarize(out), out)
+        raise
+    summary = summarize(out)
+    _print_summary(summary, out)
+    return unfinished(summary, out)
+
+
+def _print_summary(s: dict, out) -> None:
+    print(f"\n{out}: {s['n_episodes']} episodes  success_rate={s['success_rate']:.2f}  "
+          f"mean_reward={s['mean_reward']:.2f}  tokens/task={s['tokens_per_task']:.0f}  "
+          f"cost/task=${s['cost_per_task']:.6f}  tool_calls/task={s['tool_calls_per_task']:.1f}  "
+          f"wall_s/task={s['wall_s_per_task']:.1f}")
+
+
+def cmd_show(args) -> int:
+    import pandas as pd
+
+    from jitlab.store import load, summarize
+    rows = []
+    for run_dir in args.run_dirs:
+        summary = summarize(run_dir, write=False)  # a read-only command: summary.json is left as it is
+        if len(args.run_dirs) == 1:
+            eps = load(run_dir)["episodes"]
+            cols = ["task_id", "attempt", "status", "success", "reward", "steps", "tokens", "cost", "tool_calls", "wall_s"]
+            print(eps[cols].to_string(index=False))
+        rows.append({"run": str(run_dir), **{k: summary[k] for k in (
+            "harness", "backbone", "n_episodes", "success_rate", "mean_reward", "tokens_per_task",
+            "cost_per_task", "tool_calls_per_task", "wall_s_per_task")}})
+    print()
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    return 0
+
+
+def cmd_suites(args) -> int:
+    from jitlab.envs.base import SUITES, get_suite
+    for name in sorted(SUITES):
+        try:
+            suite = get_suite(name)
+            sizes = {split: len(suite.tasks(split)) for split in suite.splits}
+            print(f"{name:<10} families: {', '.join(suite.families)}")
+            print(f"{'':<10} splits: {', '.join(f'{k}={v}' for k, v in sizes.items())}")
+        except Exception as exc:  # one broken suite must not hide the others
+            print(f"{name:<10} unavailable: {exc}")
+    return 0
+
+
+def cmd_harnesses(args) -> int:
+    action = getattr(args, "harness_action", None)
+    if action == "show":
+        from jitlab.harness import resolve_folder
+        files = resolve_folder(args.name)
+        for name, text in files.items():
+            print(f"# ==== {name} ====\n{text.rstrip()}\n")
+        return 0
+    if action == "export":
+        from pathlib import Path
+
+        from jitlab.errors import ConfigError
+        from jitlab.harness import resolve_folder
+        files, out = resolve_folder(args.name), Path(args.out)
+        if out.exists() and any(out.iterdir()):
+            raise ConfigError(f"--out {out} exists and is not empty; choose a new folder")
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(text)
+        print(f"wrote {len(files)} files of {args.name} (resolved) to {out}")
+        return 0
+    if action == "regenerate":
+        from jitlab.harness import regenerate_seeds
+        changed = regenerate_seeds(check=args.check)
+        verb = "out of date" if args.check else "rewritten"
+        print(f"seed_bank/: {', '.join(changed) + ' ' + verb if changed else 'up to date'}")
+        return 1 if (args.check and changed) else 0
+    from jitlab.harness import load_harness, seed_names
+    for name in seed_names():
+        desc = load_harness(name).description
+        mods = desc.get("modules", {})
+        try:
+            from jitlab.viz.anatomy_table import summary_row
+            mods = summary_row(name)
+        except ImportError:
+            pass
+        tag = " (baseline)" if desc.get("baseline") else ""
+        print(f"{name + tag:<22} M={mods.get('M')} | P={mods.get('P')} | F={mods.get('F')} | A={mods.get('A')}")
+    return 0
+
+
+def add_run_commands(sub) -> None:
+    """Register ``run``, ``show``, ``suites`` and ``harnesses`` on the ``jitlab`` subparsers object."""
+    from jitlab.runner import RunConfig
+    p = sub.add_parser("run", help="run a harness on a suite (resumable)")
+    add_config_arguments(p, RunConfig, required=("suite",))
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="summary table of one or more run directories")
+    p.add_argument("run_dirs", nargs="+")
+    p.set_defaults(func=cmd_show)
+
+    sub.add_parser("suites", help="list suites, families and split sizes").set_defaults(func=cmd_suites)
+    p = sub.add_parser("harnesses", help="list seed harnesses with their M/P/F/A; show/export resolved source")
+    p.set_defaults(func=cmd_harnesses)
+    hsub = p.add_subparsers(dest="harness_action")
+    h = hsub.add_parser("show", help="print a harness's resolved source (library code it uses written out)")
+    h.add_argument("name", help="seed name or harness folder")
+    h = hsub.add_parser("export", help="write a harness's resolved, self-contained folder")
+    h.add_argument("name", help="seed name or harness folder")
+    h.add_argument("--out", required=True, help="new (or empty) folder to write")
+    h = hsub.add_parser("regenerate", help="rewrite seed_bank/ from jitlab/seeds/ and the module library")
+    h.add_argument("--check", action="store_true", help="write nothing; exit 1 when seed_bank/ is out of date")

@@ -1,0 +1,142 @@
+"""Code generator ``code:<backbone>``: a backbone writes the harness files.
+
+    gen = get_generator("code:embedded", handle)       # handle: an LLMHandle on that backbone
+    cand = gen.generate(task.public(), references, handle, index=0)
+    fixed = gen.repair(cand, diagnostic, task.public(), handle)
+
+Prompt (templates ``code_system.j2`` + ``code_user.j2``): the protocol (the four classes, their
+method signatures, the hooks, the data classes, the library modules one may subclass), the task's
+public description and tool registry, and K references from the bank (their description; the
+first ``code_references`` also with their files as ``<file name=...>`` blocks). The reply is read
+with ``parse_blocks`` (one tagged block per file, the last one wins). Files the reply lacks are
+taken from the nearest reference, and ``description.yaml``'s lineage says which, so a partial reply
+can still be validated (and repaired). Candidate ``i > 0`` samples (temperature, seed ``i``).
+
+``repair`` shows the broken files and the diagnostic (``code_repair.j2``); files missing from the
+reply stay as they were. References and the broken files are shown as resolved source (the library code
+they use written out), so the backbone reads real code, not import lines.
+
+Caveats: a 135M backbone rarely writes a parseable block; its candidates then fall back to the nearest
+reference entirely, which ``meta["parsed_files"]`` and ``meta["fallback_files"]`` make visible.
+A resolved reference is long (5,000-25,000 characters for the seeds, against ~2,000 for their thin
+library-composed form): with a small-context backbone, keep ``code_references`` at 1, since the embedded
+backend keeps a prompt's last tokens when it is longer than the context.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from jitlab.harness import HARNESS_FILES
+from jitlab.jit.generate.base import (
+    Candidate,
+    Reference,
+    describe_files,
+    prompt_hash,
+    render,
+    resolved,
+)
+from jitlab.jit.generate.blocks import format_blocks, parse_blocks
+
+__all__ = ["CodeConfig", "CodeGenerator", "make_generator"]
+
+
+@dataclass
+class CodeConfig:
+    """How the code generator prompts its backbone."""
+    code_references: int = field(default=1, metadata={"help": "references shown with their code (the rest: "
+                                                              "description only)"})
+    max_new_tokens: int = field(default=1200, metadata={"help": "tokens the backbone may write per candidate"})
+    repair_max_new_tokens: int = field(default=800, metadata={"help": "tokens the backbone may write per repair"})
+    temperature: float = field(default=0.8, metadata={"help": "sampling temperature of candidates after the first"})
+    list_library: bool = field(default=True, metadata={"help": "list the module library in the prompt"})
+
+
+class CodeGenerator:
+    """See the module docstring. ``name`` is ``code:<backbone>``."""
+
+    def __init__(self, name: str, llm=None, config: CodeConfig | None = None):
+        self.name, self.llm, self.config = name, llm, config or CodeConfig()
+
+    def _system(self) -> str:
+        from jitlab.jit.generate.library import catalogue
+        library = catalogue() if self.config.list_library else {}
+        return render("code_system.j2", library=library)
+
+    def messages(self, task: dict, references: list[Reference]) -> list[dict]:
+        refs = [{"name": r.name, "description": r.description,
+                 "code": format_blocks(resolved(r.files)) if i < self.config.code_references else ""}
+                for i, r in enumerate(references)]
+        return [{"role": "system", "content": self._system()},
+                {"role": "user", "content": render("code_user.j2", task=task, references=refs)}]
+
+    def _params(self, index: int, max_new: int) -> dict:
+        params = {"max_new_tokens": max_new}
+        if index > 0:
+            params.update(temperature=self.config.temperature, seed=index)
+        return params
+
+    def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate:
+        llm = llm or self.llm
+        messages = self.messages(task, references)
+        reply = llm.chat(messages, **self._params(index, self.config.max_new_tokens)).text
+        parsed = parse_blocks(reply)
+        nearest = references[0] if references else None
+        files, fallback = _complete(parsed, nearest)
+        files = _stamp_lineage(files, self.name, nearest, fallback, parsed)
+        meta = {"strategy": "write", "parsed_files": sorted(parsed), "fallback_files": fallback,
+                "fallback_from": nearest.sha if (nearest and fallback) else None, "reply": reply}
+        return Candidate(files, self.name, index, [r.sha for r in references], prompt_hash(messages), None, meta)
+
+    def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate:
+        llm = llm or self.llm
+        messages = [{"role": "system", "content": self._system()},
+                    {"role": "user", "content": render("code_repair.j2", task=task,
+                                                       files=format_blocks(resolved(candidate.files)),
+                                                       diagnostic=_diag(diagnostic))}]
+        reply = llm.chat(messages, max_new_tokens=self.config.repair_max_new_tokens).text
+        parsed = parse_blocks(reply)
+        files = {**candidate.files, **parsed}
+        meta = {**{k: v for k, v in candidate.meta.items() if k != "reply"}, "repair_round": round,
+                "repair_parsed_files": sorted(parsed), "reply": reply}
+        return Candidate(files, self.name, candidate.index, list(candidate.parents), prompt_hash(messages), None, meta)
+
+
+def _diag(diagnostic: dict) -> dict:
+    return {"kind": diagnostic.get("kind", "runtime_error"), "file": diagnostic.get("file"),
+            "line": diagnostic.get("line"), "message": diagnostic.get("message", ""),
+            "traceback": diagnostic.get("traceback", "")}
+
+
+def _complete(parsed: dict[str, str], nearest: Reference | None) -> tuple[dict[str, str], list[str]]:
+    """The parsed files plus, for each file the reply lacks, the nearest reference's."""
+    files = dict(parsed)
+    fallback = []
+    for name in HARNESS_FILES:
+        if name not in files and nearest is not None and name in nearest.files:
+            files[name] = nearest.files[name]
+            fallback.append(name)
+    return files, fallback
+
+
+def _stamp_lineage(files: dict[str, str], generator: str, nearest: Reference | None, fallback: list[str],
+                   parsed: dict[str, str]) -> dict[str, str]:
+    """Rewrite description.yaml's lineage (when it parses) so it says who wrote what."""
+    if "description.yaml" not in files:
+        return files
+    desc = describe_files(files)
+    if not desc and files["description.yaml"].strip():
+        return files  # unparseable: leave it for validation to report
+    lineage = {"generator": generator}
+    if fallback:
+        lineage.update(fallback_files=fallback, fallback_from=(nearest.sha[:12] if nearest else None))
+    desc["lineage"] = lineage
+    if "description.yaml" not in parsed or not desc.get("name") or (nearest and desc.get("name") == nearest.name):
+        desc["name"] = f"{generator.replace(':', '-')}-{'from-' + nearest.name if nearest else 'new'}"
+    return {**files, "description.yaml": yaml.safe_dump(desc, sort_keys=False, allow_unicode=True)}
+
+
+def make_generator(name: str, backbone_handle=None, **config):
+    """The registry's factory (``GENERATORS`` in jitlab/jit/generate/base.py): ``code:<backbone>`` with its config fields."""
+    return CodeGenerator(name, backbone_handle, CodeConfig(**config))

@@ -1,0 +1,324 @@
+"""Compose generator: structured generation in the protocol space (the offline teacher).
+
+    gen = get_generator("compose", handle)
+    cand = gen.generate(task.public(), references, handle, index=0)
+
+This is the generator that works with the embedded 135M model: the backbone never writes code. It
+only *scores* short option names given the task description (``ctx.llm.score``: one batched
+forward pass per role; when the backbone has no ``score``, one short ``chat`` whose reply names an
+option), or the generator recombines bank entries. The result is rendered from templates into the
+same five files as a seed harness (thin subclasses of library modules, a prompt.yaml variant, a
+description.yaml), so it always compiles; validation can still find modules that do not work
+together, and ``repair`` re-picks the module the diagnostic points at.
+
+Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by candidate index):
+
+    score      each role takes the best-scoring option the couplings allow (jitlab.jit.generate.library)
+    sample     like score, but options are sampled (Gumbel noise on scores / temperature)
+    copy       reuse the top reference as is (when it already solved similar tasks)
+    mutate     the top reference with one role re-picked or one parameter perturbed
+    crossover  each role from one of the top two references, couplings fixed up afterwards
+    auto       index 0: copy if the top reference has mean reward 1 on similar tasks, mutate if it
+               has any reward, else score; index 1: mutate; 2: crossover; 3+: sample
+
+Caveats: scores are summed log-likelihoods of short labels (not length-normalised); with a small
+model they are a weak preference, which is why validation and the bank's evaluations do the rest.
+Randomness is seeded by (task id, candidate index, config seed), so a rerun is identical.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import threading
+from dataclasses import asdict, dataclass, field
+
+from jitlab.jit.generate.base import Candidate, Reference, render
+from jitlab.jit.generate.library import (
+    BASIC,
+    ROLES,
+    Choice,
+    catalogue,
+    choices_of,
+    option,
+    prompt_variants,
+    render_files,
+    requirements,
+    role_of_file,
+)
+
+__all__ = ["STRATEGIES", "ComposeConfig", "ComposeGenerator", "make_generator"]
+
+STRATEGIES = ("auto", "score", "sample", "copy", "mutate", "crossover")
+_ROLE_HELP = {
+    "M": "it turns the history of observations and actions into the view the agent sees.",
+    "P": "it turns that view into a local directive (a subgoal, a plan step) for the next decision.",
+    "F": "it decides which tools are exposed at each step.",
+    "A": "it calls the model and turns its reply into the next action.",
+    "prompt": "the text that tells the model how to act and reply.",
+}
+_PROMPT_HELP = {"react": "thought then action, the standard step prompt",
+                "goal": "keep the goal in view, check progress, never repeat a useless command",
+                "terse": "the shortest prompt, action only"}
+
+
+@dataclass
+class ComposeConfig:
+    """How compose searches the protocol space."""
+    strategy: str = field(default="auto", metadata={"help": f"one of {', '.join(STRATEGIES)} (see module docstring)"})
+    temperature: float = field(default=1.0, metadata={"help": "softness of 'sample' (score / temperature + Gumbel)"})
+    mutate_params: float = field(default=0.4, metadata={"help": "chance a mutation perturbs a parameter instead of "
+                                                                "re-picking a module"})
+    seed: int = field(default=0, metadata={"help": "seed of sampling, mutation and crossover"})
+    score_prompt: bool = field(default=True, metadata={"help": "score the prompt variants too (else 'react')"})
+
+
+class ComposeGenerator:
+    """See the module docstring. ``llm`` is the default backbone handle for scoring."""
+    name = "compose"
+
+    def __init__(self, llm=None, config: ComposeConfig | None = None):
+        self.llm, self.config = llm, config or ComposeConfig()
+        if self.config.strategy not in STRATEGIES:
+            from jitlab.errors import ConfigError
+            raise ConfigError(f"compose strategy {self.config.strategy!r} unknown; use one of {', '.join(STRATEGIES)}")
+        self._scores: dict[tuple, dict[str, float]] = {}
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple, threading.Lock] = {}
+
+    # -- scoring ------------------------------------------------------------------------------------
+    def _options(self, role: str) -> list[tuple[str, str, str]]:
+        """(key, label, description) of a role's options; for ``prompt`` the variants."""
+        if role == "prompt":
+            return [(name, name, _PROMPT_HELP.get(name, "a prompt variant")) for name in prompt_variants()]
+        return [(o.path, o.label, o.description) for o in catalogue()[role]]
+
+    def scores(self, role: str, task: dict, llm) -> dict[str, float]:
+        """{option key: score} for one role (cached per task and role; one backbone call, also when
+        candidates are generated in parallel: the others wait for the first)."""
+        key = (task["id"], role)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            if key not in self._scores:
+                self._scores[key] = self._score(role, task, llm)
+            return self._scores[key]
+
+    def _score(self, role: str, task: dict, llm) -> dict[str, float]:
+        options = self._options(role)
+        human = ROLES[role][3] if role in ROLES else "prompt"
+        prompt = render("compose_score.j2", task=task, human=human, role_help=_ROLE_HELP[role],
+                        options=[{"label": lab, "description": desc} for _, lab, desc in options])
+        messages = [{"role": "user", "content": prompt}]
+        labels = [lab for _, lab, _ in options]
+        try:
+            raw = list(llm.score(messages, labels))
+            method = "score"
+        except NotImplementedError:
+            reply = llm.chat(messages, max_new_tokens=16).text.lower()
+            # the option named in the reply (the longest label that appears) wins; the rest keep library order
+            named = max((lab for lab in labels if lab in reply), key=len, default=None)
+            raw = [0.0 if lab == named else -1.0 - 1e-3 * i for i, lab in enumerate(labels)]
+            method = "chat"
+        result = {k: float(s) for (k, _, _), s in zip(options, raw)}
+        result["_method"] = method  # type: ignore[assignment]
+        return result
+
+    def _ranked(self, role: str, task: dict, llm, rng: random.Random | None = None) -> list[str]:
+        scores = {k: v for k, v in self.scores(role, task, llm).items() if k != "_method"}
+        keys = list(scores)
+        if rng is None:
+            return sorted(keys, key=lambda k: (-scores[k], keys.index(k)))
+        t = max(self.config.temperature, 1e-6)
+        noisy = {k: scores[k] / t - math.log(-math.log(max(rng.random(), 1e-12))) for k in keys}
+        return sorted(keys, key=lambda k: -noisy[k])
+
+    # -- strategies ---------------------------------------------------------------------------------
+    def _pick(self, task: dict, llm, rng: random.Random | None) -> dict[str, Choice]:
+        """Each role's best (or sampled) option that the couplings allow."""
+        picks: dict[str, str] = {}
+        forced: dict[str, str] = {}
+        reqs = requirements()
+        for role in ROLES:
+            if role in forced:
+                picks[role] = forced[role]
+                continue
+            for path in self._ranked(role, task, llm, rng):
+                need = reqs.get(path, {})
+                fixed = {**forced, **picks}
+                if any(r in fixed and fixed[r] != p for r, p in need.items()):
+                    continue
+                if any(reqs.get(p, {}).get(role, path) != path for p in picks.values()):
+                    continue
+                picks[role] = path
+                forced.update({r: p for r, p in need.items() if r not in picks})
+                break
+            else:
+                picks[role] = option(BASIC[role], role).path
+        choices = {r: _library(r, p) for r, p in picks.items()}
+        variant = self._ranked("prompt", task, llm, rng)[0] if self.config.score_prompt else "react"
+        choices["prompt"] = _variant(variant)
+        return choices
+
+    def _mutate(self, parent: dict[str, Choice], task: dict, llm, rng: random.Random) -> tuple[dict[str, Choice], str]:
+        choices = {r: Choice(**asdict(c)) for r, c in parent.items()}
+        tunable = [r for r in ROLES if choices[r].kind == "library" and _numeric(option(choices[r].path, r))]
+        if tunable and rng.random() < self.config.mutate_params:
+            role = rng.choice(tunable)
+            opt = option(choices[role].path, role)
+            name, default, _ = rng.choice(_numeric(opt))
+            current = choices[role].params.get(name, default)
+            choices[role].params[name] = _perturb(current, rng)
+            return choices, f"{role}.{name}: {current!r} -> {choices[role].params[name]!r}"
+        role = rng.choice(list(ROLES) + ["prompt"])
+        if role == "prompt":
+            names = [n for n in self._ranked("prompt", task, llm) if prompt_variants()[n] != choices["prompt"].text]
+            if names:
+                choices["prompt"] = _variant(names[0])
+                return choices, f"prompt -> {names[0]}"
+            role = "A"
+        current = choices[role].path if choices[role].kind == "library" else None
+        ranked = [p for p in self._ranked(role, task, llm) if p != current]
+        new = ranked[rng.randrange(min(3, len(ranked)))] if ranked else option(BASIC[role], role).path
+        choices[role] = _library(role, new)
+        _fix_couplings(choices, keep=role)
+        return choices, f"{role}: {current or 'custom file'} -> {new}"
+
+    def _crossover(self, a: dict[str, Choice], b: dict[str, Choice], rng: random.Random) -> tuple[dict[str, Choice], str]:
+        took = {r: rng.choice("ab") for r in list(ROLES) + ["prompt"]}
+        choices = {r: Choice(**asdict((a if took[r] == "a" else b)[r])) for r in took}
+        _fix_couplings(choices)
+        return choices, " ".join(f"{r}<{took[r]}" for r in took)
+
+    # -- protocol -------------------------------------------------------------------------------------
+    def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate:
+        llm = llm or self.llm
+        rng = random.Random(f"{task['id']}:{index}:{self.config.seed}")
+        strategy = self._strategy(references, index)
+        parents: list[str] = []
+        note = ""
+        if strategy == "copy":
+            ref = references[0]
+            return Candidate(dict(ref.files), self.name, index, [ref.sha], None, None,
+                             {"strategy": "copy", "note": f"reused {ref.name}",
+                              "tried": {r: [c.key()] for r, c in choices_of(ref.files, ref.sha).items()}})
+        if strategy == "mutate":
+            parents = [references[0].sha]
+            choices, note = self._mutate(choices_of(references[0].files, references[0].sha), task, llm, rng)
+        elif strategy == "crossover":
+            parents = [references[0].sha, references[1].sha]
+            choices, note = self._crossover(choices_of(references[0].files, references[0].sha),
+                                            choices_of(references[1].files, references[1].sha), rng)
+        else:
+            choices = self._pick(task, llm, rng if strategy == "sample" else None)
+        return self._candidate(choices, strategy, parents, index, note, task, llm)
+
+    def _strategy(self, references: list[Reference], index: int) -> str:
+        s = self.config.strategy
+        if s == "auto":
+            top = references[0] if references else None
+            if index == 0:
+                if top is not None and top.evaluated and (top.mean_reward or 0) >= 0.999:
+                    s = "copy"
+                elif top is not None and top.evaluated and (top.mean_reward or 0) > 0:
+                    s = "mutate"
+                else:
+                    s = "score"
+            else:
+                s = {1: "mutate", 2: "crossover"}.get(index, "sample")
+        if s in ("copy", "mutate") and not references:
+            s = "score"
+        if s == "crossover" and len(references) < 2:
+            s = "mutate" if references else "score"
+        return s
+
+    def _score_all(self, task: dict, llm) -> None:
+        for role in list(ROLES) + (["prompt"] if self.config.score_prompt else []):
+            self.scores(role, task, llm)
+
+    def _candidate(self, choices: dict[str, Choice], strategy: str, parents: list[str], index: int, note: str,
+                   task: dict, llm, tried: dict | None = None) -> Candidate:
+        self._score_all(task, llm)
+        logprob = 0.0
+        for role in ROLES:
+            c = choices[role]
+            s = self.scores(role, task, llm).get(c.path) if c.kind == "library" else None
+            logprob = None if (s is None or logprob is None) else logprob + s
+        ident = hashlib.sha256(repr(sorted((r, c.key()) for r, c in choices.items())).encode()).hexdigest()[:10]
+        files = render_files(choices, name=f"compose-{ident}", lineage={"generator": self.name, "strategy": strategy})
+        meta = {"strategy": strategy, "note": note,
+                "choices": {r: {k: v for k, v in asdict(c).items() if k != "text" or c.kind == "file"}
+                            for r, c in choices.items()},
+                "score_method": self.scores("M", task, llm).get("_method"),
+                "tried": tried or {r: [c.key()] for r, c in choices.items()}}
+        return Candidate(files, self.name, index, parents, None, logprob, meta)
+
+    def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate:
+        """Re-pick the module the diagnostic points at (its file, else its traceback's library frame,
+        else the first non-basic role of A, M, P, F, else the prompt)."""
+        llm = llm or self.llm
+        choices = choices_of(candidate.files, candidate.sha)
+        tried = {r: list(v) for r, v in candidate.meta.get("tried", {}).items()}
+        role = role_of_file(diagnostic.get("file"), diagnostic.get("traceback", "") or diagnostic.get("message", ""))
+        if role is None:
+            role = next((r for r in ("A", "M", "P", "F") if choices[r].kind != "library"
+                         or option(choices[r].path, r).cls != BASIC[r]), "prompt")
+        tried.setdefault(role, []).append(choices[role].key())
+        if role == "prompt":
+            names = [n for n in self._ranked("prompt", task, llm)
+                     if _variant(n).key() not in tried["prompt"] and prompt_variants()[n] != choices["prompt"].text]
+            choices["prompt"] = _variant(names[0] if names else "react")
+        else:
+            ranked = [p for p in self._ranked(role, task, llm) if _library(role, p).key() not in tried[role]]
+            choices[role] = _library(role, ranked[0] if ranked else option(BASIC[role], role).path)
+            _fix_couplings(choices, keep=role)
+        tried[role].append(choices[role].key())
+        note = f"repair round {round}: re-picked {role} after {diagnostic.get('kind')}"
+        fixed = self._candidate(choices, candidate.meta.get("strategy", "score"), list(candidate.parents),
+                                candidate.index, note, task, llm, tried)
+        fixed.meta["repaired_role"] = role
+        return fixed
+
+
+def _library(role: str, path: str) -> Choice:
+    opt = option(path, role)
+    return Choice(role, "library", opt.path, {}, label=opt.label, source="library")
+
+
+def _variant(name: str) -> Choice:
+    return Choice("prompt", "variant", text=prompt_variants()[name], label=f"variant {name}", source=f"variant:{name}")
+
+
+def _numeric(opt) -> list[tuple]:
+    return [p for p in (opt.params if opt else ()) if type(p[1]) in (int, float, bool)]
+
+
+def _perturb(value, rng: random.Random):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return max(1, value * 2 if rng.random() < 0.5 else value // 2)
+    return round(value * (1.5 if rng.random() < 0.5 else 1 / 1.5), 4)
+
+
+def _fix_couplings(choices: dict[str, Choice], keep: str | None = None) -> None:
+    """Make library choices satisfy the couplings: ``keep``'s partners are set to what it needs; any
+    other role whose requirement is now broken falls back to the basic option."""
+    reqs = requirements()
+    if keep is not None and choices[keep].kind == "library":
+        for role, path in reqs.get(choices[keep].path, {}).items():
+            choices[role] = _library(role, path)
+    for _ in range(2):
+        for role in ROLES:
+            c = choices[role]
+            if c.kind != "library":
+                continue
+            need = reqs.get(c.path, {})
+            broken = any(choices[r].kind != "library" or choices[r].path != p for r, p in need.items())
+            if broken and role != keep:
+                choices[role] = _library(role, option(BASIC[role], role).path)
+
+
+def make_generator(name: str, backbone_handle=None, **config):
+    """The registry's factory (``GENERATORS`` in jitlab/jit/generate/base.py): ``compose`` with its config fields."""
+    return ComposeGenerator(backbone_handle, ComposeConfig(**config))

@@ -1,0 +1,357 @@
+"""The protocol space the compose generator searches: module options per role, prompt variants,
+couplings learned from the seed bank, and reading a harness's files back into choices.
+
+    from jitlab.jit.generate.library import catalogue, choices_of, render_files
+    cat = catalogue()                      # {"M": [Option...], "P": [...], "F": [...], "A": [...]}
+    choices = choices_of(files)            # {"M": Choice, ..., "prompt": Choice} for a harness's files
+    files = render_files(choices, name=..., lineage=...)   # the five files again
+
+Options are discovered from the module library (``jitlab.modules.basic`` and the
+``memory``/``planning``/``policy``/``action`` library files, whichever exist): every class in a
+module's ``__all__`` that has the role's methods and can be built with no arguments. Its label is
+its name in words, its description the first line of its docstring, its parameters the scalar
+dataclass fields (int, float, bool, str) with their defaults and help.
+
+Couplings: library modules talk through ``ctx.state`` (a fold directive, a sub-agent's status...),
+so some only work with a partner. They are read from the seed bank: when every seed that uses a
+non-basic option X also uses the same non-basic option Y in another role, X requires Y.
+
+Caveats: a seed's module file that is more than a thin subclass (methods of its own) is not a library
+choice; ``choices_of`` keeps such a file verbatim (``kind="file"``), so crossover can still reuse it.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import importlib
+import inspect
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from jitlab.errors import HarnessError
+from jitlab.jit.generate.base import TEMPLATE_DIR, describe_files, render
+from jitlab.resolve import parse_source, vendored_names
+
+__all__ = [
+    "BASIC",
+    "LIBRARY_MODULES",
+    "ROLES",
+    "ROLE_FILES",
+    "Choice",
+    "Option",
+    "catalogue",
+    "choices_of",
+    "prompt_variants",
+    "render_files",
+    "requirements",
+    "role_of_file",
+]
+
+# role -> (file, class name, methods the class needs, human name)
+ROLES = {
+    "M": ("memory.py", "Memory", ("update", "view"), "memory"),
+    "P": ("planning.py", "Planner", ("plan",), "planner"),
+    "F": ("tool_policy.py", "CapabilityPolicy", ("select",), "capability policy"),
+    "A": ("action.py", "Action", ("act",), "action"),
+}
+ROLE_FILES = {spec[0]: role for role, spec in ROLES.items()}
+LIBRARY_MODULES = ("jitlab.modules.basic", "jitlab.modules.memory", "jitlab.modules.planning",
+                   "jitlab.modules.policy", "jitlab.modules.action")
+BASIC = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction"}
+# baselines and helpers that are not choices for a harness
+_EXCLUDE = {"RandomAction", "SubAgent", "TaskDAG"}
+_PARAM_TYPES = (bool, int, float, str)
+# a library traceback's file -> the role its classes play
+_LIBRARY_FILE_ROLE = {"memory.py": "M", "planning.py": "P", "policy.py": "F", "action.py": "A"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One implementation a role can take: ``path`` is ``module:Class``."""
+    role: str
+    path: str
+    label: str
+    description: str
+    params: tuple = ()          # ((name, default, help), ...) scalar dataclass fields
+
+    @property
+    def cls(self) -> str:
+        return self.path.split(":")[1]
+
+    @property
+    def module(self) -> str:
+        return self.path.split(":")[0]
+
+    def defaults(self) -> dict:
+        return {name: default for name, default, _ in self.params}
+
+
+@dataclass
+class Choice:
+    """What fills one role of a harness: a library option with parameters (``kind="library"``), a
+    verbatim file (``kind="file"``, e.g. from a bank entry) or, for ``prompt``, a variant name or text."""
+    role: str
+    kind: str                       # library | file | variant
+    path: str = ""                  # library: module:Class
+    params: dict = field(default_factory=dict)
+    text: str = ""                  # file: the file's text; variant: the prompt.yaml text
+    label: str = ""
+    source: str = ""                # where it came from: "library", "variant:<name>", a bank sha
+
+    def key(self) -> str:
+        """Identity for "already tried" bookkeeping."""
+        if self.kind == "library":
+            return f"{self.path}{sorted(self.params.items())}"
+        return "text:" + hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+
+def _words(name: str) -> str:
+    return " ".join(w.lower() for w in re.findall(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+",
+                                                 name.replace("ReAct", "React")))
+
+
+def _first_line(doc: str | None) -> str:
+    text = " ".join((doc or "").strip().split("\n\n")[0].split())
+    return text[:200]
+
+
+def _constructible(cls) -> bool:
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in sig.parameters.values())
+
+
+def _params(cls) -> tuple:
+    if not dataclasses.is_dataclass(cls):
+        return ()
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name.startswith("_") or not f.init or f.default is dataclasses.MISSING:
+            continue
+        if type(f.default) in _PARAM_TYPES:
+            out.append((f.name, f.default, str(f.metadata.get("help", ""))))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def catalogue() -> dict[str, list[Option]]:
+    """{role: [Option, ...]} from the module library, basic option first, then library order."""
+    found: dict[str, dict[str, Option]] = {role: {} for role in ROLES}
+    for module_name in LIBRARY_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in getattr(module, "__all__", ()):
+            cls = getattr(module, name, None)
+            if not isinstance(cls, type) or name in _EXCLUDE or name.startswith("_"):
+                continue
+            if not cls.__module__.startswith("jitlab.modules") or not _constructible(cls):
+                continue
+            path = f"{cls.__module__}:{cls.__name__}"
+            for role, (_, _, methods, _) in ROLES.items():
+                if all(callable(getattr(cls, m, None)) for m in methods) and path not in found[role]:
+                    found[role][path] = Option(role, path, _words(cls.__name__), _first_line(cls.__doc__),
+                                               _params(cls))
+    out = {}
+    for role, options in found.items():
+        ordered = sorted(options.values(), key=lambda o: o.cls != BASIC[role])
+        out[role] = ordered
+    return out
+
+
+def option(path: str, role: str | None = None) -> Option | None:
+    """The catalogue option for ``module:Class`` (re-exports resolved) or a bare class name."""
+    if ":" in path:
+        module, _, name = path.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            cls = None
+        if isinstance(cls, type):
+            path = f"{cls.__module__}:{cls.__name__}"
+    for r, options in catalogue().items():
+        if role and r != role:
+            continue
+        for o in options:
+            if o.path == path or o.cls == path:
+                return o
+    return None
+
+
+def prompt_variants() -> dict[str, str]:
+    """{variant name: prompt.yaml text} shipped in jitlab/jit/generate/templates/prompts/."""
+    folder = TEMPLATE_DIR / "prompts"
+    return {p.stem: p.read_text() for p in sorted(folder.glob("*.yaml"))}
+
+
+def role_of_file(file: str | None, traceback: str = "") -> str | None:
+    """The role a diagnostic points at: from the harness file it names, else from the innermost
+    library frame of its traceback (``jitlab/modules/memory.py`` -> M)."""
+    if file:
+        name = Path(file).name
+        if name in ROLE_FILES:
+            return ROLE_FILES[name]
+        if name == "prompt.yaml":
+            return "prompt"
+        if name in _LIBRARY_FILE_ROLE and "modules" in str(file):
+            return _LIBRARY_FILE_ROLE[name]
+    frames = re.findall(r'File "([^"]+)"', traceback or "")
+    for frame in reversed(frames):
+        name = Path(frame).name
+        if name in ROLE_FILES and "jitlab/modules" not in frame:
+            return ROLE_FILES[name]
+        if "jitlab/modules/" in frame and name in _LIBRARY_FILE_ROLE:
+            return _LIBRARY_FILE_ROLE[name]
+    return None
+
+
+# -- reading a harness back into choices ---------------------------------------------------------------
+def _library_choice(role: str, text: str) -> Choice | None:
+    """The library option a thin-subclass module file uses, with the fields it overrides (also for its
+    resolved form, where the library class is inlined above the subclass)."""
+    try:
+        tree = parse_source(text)  # thread-safe parse (compose generates in threads)
+    except SyntaxError:
+        return None
+    cls_name = ROLES[role][1]
+    # library classes the file imports, or inlines (a resolved file: the resolver's `# library:` markers)
+    imports = {n: ":".join(d.rsplit(".", 1)) for n, d in vendored_names(text).items()}
+    target = None
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jitlab.modules"):
+            for alias in node.names:
+                imports[alias.asname or alias.name] = f"{node.module}:{alias.name}"
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Name) and node.value.id in imports:  # `_Base = ReActAction`
+            imports[node.targets[0].id] = imports[node.value.id]
+        elif isinstance(node, ast.ClassDef) and node.name == cls_name:
+            target = node
+    if target is None or len(target.bases) != 1 or not isinstance(target.bases[0], ast.Name):
+        return None
+    base = imports.get(target.bases[0].id)
+    opt = option(base, role) if base else None
+    if opt is None:
+        return None
+    params = {}
+    for stmt in target.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # docstring
+        if isinstance(stmt, ast.Pass):
+            continue
+        if isinstance(stmt, (ast.AnnAssign, ast.Assign)):
+            tgt = stmt.target if isinstance(stmt, ast.AnnAssign) else (stmt.targets[0] if len(stmt.targets) == 1 else None)
+            value = stmt.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "field":
+                value = next((k.value for k in value.keywords if k.arg == "default"), None)
+            if not isinstance(tgt, ast.Name) or value is None:
+                return None
+            try:
+                params[tgt.id] = ast.literal_eval(value)
+            except ValueError:
+                return None
+            continue
+        return None  # methods or other code: not a thin subclass
+    known = opt.defaults()
+    if any(k not in known or type(v) not in _PARAM_TYPES for k, v in params.items()):
+        return None
+    return Choice(role, "library", opt.path, params, label=opt.label, source="library")
+
+
+def choices_of(files: dict[str, str], source: str = "") -> dict[str, Choice]:
+    """{role: Choice} for M, P, F, A and ``prompt`` of a harness's files."""
+    out = {}
+    for role, (file, _, _, _) in ROLES.items():
+        text = files.get(file, "")
+        choice = _library_choice(role, text)
+        if choice is None:
+            choice = Choice(role, "file", text=text, label=f"{file} of {source[:12] or 'a harness'}", source=source)
+        else:
+            choice.source = source or "library"
+        out[role] = choice
+    out["prompt"] = Choice("prompt", "variant", text=files.get("prompt.yaml", ""),
+                           label=f"prompt of {describe_files(files).get('name', source[:12])}", source=source)
+    return out
+
+
+@lru_cache(maxsize=1)
+def requirements() -> dict[str, dict[str, str]]:
+    """{option path: {role: required option path}} learned from the seed bank (module docstring)."""
+    from jitlab.harness import read_files, seed_bank_dir, seed_names
+    uses: dict[str, list[dict[str, str]]] = {}
+    for name in seed_names():
+        try:
+            files = read_files(seed_bank_dir() / name)
+        except (HarnessError, OSError):  # an incomplete seed teaches nothing; the bank reports it
+            continue
+        if describe_files(files).get("baseline"):
+            continue
+        picks = {r: c.path for r, c in choices_of(files).items() if r in ROLES and c.kind == "library"}
+        for path in picks.values():
+            uses.setdefault(path, []).append(picks)
+    basic = {option(BASIC[r], r).path for r in ROLES if option(BASIC[r], r)}
+    out: dict[str, dict[str, str]] = {}
+    for path, seeds in uses.items():
+        if path in basic:
+            continue
+        mine = next(r for r, p in seeds[0].items() if p == path)
+        for role in ROLES:
+            if role == mine:
+                continue
+            partners = {s.get(role) for s in seeds}
+            if len(partners) != 1:
+                continue
+            partner = partners.pop()
+            # coupled only when each always comes with the other (mutual), so a generic module that one
+            # seed happens to combine with others stays free
+            if partner and partner not in basic and all(s.get(mine) == path for s in uses.get(partner, [])):
+                out.setdefault(path, {})[role] = partner
+    return out
+
+
+# -- rendering choices into files ----------------------------------------------------------------------
+def _render_module(role: str, choice: Choice, why: str) -> str:
+    if choice.kind == "file":
+        return choice.text
+    opt = option(choice.path, role)
+    _, cls_name, _, human = ROLES[role]
+    types = {name: type(default).__name__ for name, default, _ in opt.params}
+    helps = {name: h for name, _, h in opt.params}
+    params = [(k, v, types[k], helps.get(k, "")) for k, v in sorted(choice.params.items())]
+    return render("module.py.j2", human=human, label=opt.label, why=why, module=opt.module, base=opt.cls,
+                  class_name=cls_name, params=params)
+
+
+def render_files(choices: dict[str, Choice], name: str, lineage: dict, why: dict | None = None,
+                 good_for: str = "") -> dict[str, str]:
+    """The five harness files for ``choices`` (M, P, F, A and prompt)."""
+    why = why or {}
+    files = {ROLES[r][0]: _render_module(r, choices[r], why.get(r, "")) for r in ROLES}
+    prompt = choices["prompt"]
+    files["prompt.yaml"] = prompt.text if prompt.text.endswith("\n") else prompt.text + "\n"
+    modules = {r: (choices[r].label + (f" {_params_text(choices[r].params)}" if choices[r].params else ""))
+               for r in ROLES}
+    files["description.yaml"] = render("description.yaml.j2", name=name, lineage=lineage, modules=modules,
+                                       prompt=prompt.label, good_for=good_for or _good_for(choices))
+    return files
+
+
+def _params_text(params: dict) -> str:
+    return "(" + ", ".join(f"{k}={v!r}" for k, v in sorted(params.items())) + ")"
+
+
+def _good_for(choices: dict[str, Choice]) -> str:
+    parts = []
+    for r in ROLES:
+        c = choices[r]
+        if c.kind == "library":
+            opt = option(c.path, r)
+            if opt and opt.cls != BASIC[r]:
+                parts.append(opt.description)
+    return " ".join(parts)[:400] or "short interactive tasks; a plain ReAct-style loop."

@@ -1,0 +1,57 @@
+"""A backbone built on first use: runs that never call it (oracle, random, a resumed run with every episode
+done) load no model. The runtime's handle (jitlab.runtime.LLMHandle) and every JIT phase hold one.
+
+    bb = LazyBackbone("embedded", {})          # checks the name now, loads the model on the first chat()
+    bb.chat(messages, max_new_tokens=48)
+
+``id`` is the configured name plus its options, which keys the replay cache. A backbone that fails to load
+is an InfraError (infrastructure), never a harness failure.
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+from jitlab.errors import ConfigError, InfraError
+
+__all__ = ["LazyBackbone"]
+
+_LOAD_LOCK = threading.RLock()
+
+
+class LazyBackbone:
+    """Builds the real backbone on first use, so oracle/random runs never load a model.
+    ``id`` is the configured name, which keys the replay cache."""
+
+    def __init__(self, name: str, options: dict):
+        from jitlab.llm.base import check_name
+        check_name(name)
+        self.name, self.options = name, dict(options)
+        self.id = name + (json.dumps(options, sort_keys=True) if options else "")
+        self._backbone = None
+
+    def get(self):
+        with _LOAD_LOCK:  # one load at a time: concurrent first imports of transformers can fail
+            if self._backbone is None:
+                from jitlab.llm.base import get_backbone
+                try:
+                    self._backbone = get_backbone(self.name, **self.options)
+                except (ConfigError, InfraError):
+                    raise
+                except Exception as exc:  # a backbone that fails to load is infrastructure, not the harness
+                    raise InfraError(f"backbone {self.name} failed to load: {type(exc).__name__}: {exc}") from exc
+        return self._backbone
+
+    @property
+    def price(self):
+        """The loaded backbone's price (None if it has none), for calls it does not price itself (score)."""
+        return getattr(self.get(), "price", None)
+
+    def chat(self, messages, **params):
+        return self.get().chat(messages, **params)
+
+    def score(self, messages, candidates):
+        scorer = getattr(self.get(), "score", None)
+        if scorer is None:
+            raise NotImplementedError(f"backbone {self.name} has no score()")
+        return scorer(messages, candidates)

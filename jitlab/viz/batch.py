@@ -1,0 +1,290 @@
+"""papermill batches: run one notebook once per parameter combination, in parallel, resumably.
+
+    jitlab batch notebooks/05_static_vs_streaming.ipynb --grid params.yaml --out runs/batch05 --parallel 2
+
+``params.yaml`` is either a grid (mapping parameter -> list of values; the cartesian product is run;
+a scalar is a one-value list) or an explicit list of parameter dicts, or both::
+
+    grid: {suite: [toy, textworld], smoke: [true]}     # or the mapping at top level
+    runs:                                               # extra combinations, run as given
+      - {suite: babyai, smoke: true}
+
+Each combination gets an id (``<index>-<hash of its params>``) and writes ``OUT/<id>.ipynb``;
+``OUT/manifest.json`` lists for each: params, status (ok | failed), the failing cell's error,
+duration and output path. A failing cell fails that run only. Rerunning the same command skips runs
+whose status is ok and whose notebook exists; failed ones run again. A batch that is stopped (SIGTERM,
+Ctrl-C, a ``timeout`` around it) marks its unfinished runs failed before it exits.
+
+Parameters are checked against the notebook's ``parameters`` cell (papermill's ``inspect_notebook``)
+before anything runs: a name the notebook does not define is an error, not a run with its defaults.
+
+Outputs: each run's kernel gets ``JITLAB_OUT_ROOT=OUT/<id>``, so the relative output paths of the
+notebooks (``out``, ``out_root``, ``figures_out``, resolved by ``jitlab.viz.experiments.output_path``) land
+under the batch's ``OUT``, never in the source checkout; absolute paths are kept as given.
+
+Spend: ``max_cost`` / ``max_tokens_total`` cap the real backbone spend of the whole batch, recorded
+in every run under ``OUT`` (``JITLAB_SPEND_ROOT=OUT``). No new combination starts once it is reached, and
+each notebook gets the caps as parameters (it must define ``max_cost`` / ``max_tokens_total``), so its
+grids stop too. Caveat: notebooks running at once see each other's spend when their grids start, so a
+batch may overrun the cap by what its other parallel notebooks spend meanwhile. The caps are not part of
+a combination's id: rerunning with a higher cap resumes.
+
+Caveats: runs execute in separate processes (papermill starts one kernel each), default
+``min(2, cpus)`` at once. The kernel's working directory is the notebook's folder (``--cwd
+notebook``, as in JupyterLab) or a fresh ``OUT/<id>/`` per run (``--cwd run``) for notebooks that
+write relative paths and would otherwise collide.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import signal
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from jitlab.errors import ConfigError, JitlabError
+from jitlab.fields import check_fields
+
+__all__ = ["BatchConfig", "load_grid", "combinations", "run_batch", "MANIFEST"]
+
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class BatchConfig:
+    notebook: str = field(default="", metadata={"help": "notebook to execute (.ipynb with a 'parameters' cell)"})
+    grid: str = field(default="", metadata={"help": "YAML file: parameter -> list of values, and/or runs: [dicts]"})
+    out: str = field(default="", metadata={"help": "output folder: executed notebooks + manifest.json"})
+    parallel: int | None = field(default=None, metadata={"help": "runs at once (default min(2, cpus))", "min": 1})
+    kernel: str | None = field(default=None, metadata={"help": "Jupyter kernel name (default: the notebook's)"})
+    cwd: str = field(default="notebook", metadata={"help": "kernel working dir: 'notebook' (its folder) or 'run' (OUT/<id>/)",
+                                                     "choices": ("notebook", "run")})
+    timeout_s: int | None = field(default=None, metadata={"help": "per-cell timeout in seconds (default none)",
+                                                          "min": 1})
+    rerun_ok: bool = field(default=False, metadata={"help": "run again even the combinations that finished ok"})
+    max_cost: float | None = field(default=None, metadata={"help": "cap in USD on the real backbone spend of the "
+                                                                   "whole batch (passed to each notebook)", "min": 0,
+                                                           "metavar": "USD"})
+    max_tokens_total: int | None = field(default=None, metadata={"help": "cap on the backbone tokens of the whole "
+                                                                         "batch (passed to each notebook)", "min": 0})
+
+    def __post_init__(self):
+        check_fields(self)
+
+    def caps(self) -> dict:
+        """The spend caps that are set, as notebook parameters."""
+        return {k: v for k, v in (("max_cost", self.max_cost), ("max_tokens_total", self.max_tokens_total))
+                if v is not None}
+
+
+def load_grid(path: str | Path) -> list[dict]:
+    """Parameter combinations from a grid YAML (see the module docstring), in a stable order."""
+    import yaml
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"grid file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:  # one line: where the YAML breaks
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"grid file {path} is not valid YAML{where} ({getattr(exc, 'problem', None) or exc}); "
+                          "fix it (see `jitlab batch --help` for its shape)") from exc
+    if isinstance(data, list):
+        data = {"runs": data}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping (param: [values]) and/or 'runs: [ {{...}}, ... ]'")
+    explicit = data.pop("runs", []) or []
+    grid = data.pop("grid", None)
+    if grid is not None and data:
+        raise ConfigError(f"{path}: put every parameter under 'grid:' or none of them (found both: {sorted(data)})")
+    grid = grid if grid is not None else data
+    if not isinstance(explicit, list) or not all(isinstance(r, dict) for r in explicit):
+        raise ConfigError(f"{path}: 'runs' must be a list of mappings (parameter: value)")
+    combos = combinations(grid) if grid else []
+    combos += [dict(r) for r in explicit]
+    if not combos:
+        raise ConfigError(f"{path} defines no parameter combination")
+    return combos
+
+
+def combinations(grid: dict) -> list[dict]:
+    """Cartesian product of a mapping parameter -> values (a scalar counts as one value)."""
+    if not isinstance(grid, dict):
+        raise ConfigError(f"a grid is a mapping parameter -> list of values, got {type(grid).__name__}")
+    keys = list(grid)
+    values = [v if isinstance(v, list) else [v] for v in grid.values()]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def _run_id(index: int, params: dict) -> str:
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return f"{index:03d}-{digest}"
+
+
+def check_parameters(notebook: str | Path, combos: list[dict], extra: dict | None = None) -> None:
+    """ConfigError unless every parameter of every combination (and ``extra``) is defined in the notebook's
+    ``parameters`` cell. papermill itself only warns and runs the notebook with its defaults."""
+    import papermill as pm
+    from papermill.exceptions import PapermillException
+    try:
+        known = set(pm.inspect_notebook(str(notebook)))
+    except (OSError, ValueError, PapermillException) as exc:  # nbformat's NotJSONError is a ValueError
+        raise ConfigError(f"notebook {notebook} cannot be read: {type(exc).__name__}: {exc}") from exc
+    for index, params in enumerate(combos):
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ConfigError(f"combination {index} {json.dumps(params, default=str)}: parameter(s) {', '.join(unknown)} "
+                              f"not in the parameters cell of {notebook} (it defines: {', '.join(sorted(known)) or 'none'})")
+    missing = sorted(set(extra or {}) - known)
+    if missing:
+        raise ConfigError(f"{notebook} defines no {', '.join(missing)} parameter, so its spend cannot be capped; "
+                          "add it to the notebook's parameters cell or run without the cap")
+
+
+def _execute(notebook: str, output: str, params: dict, kernel: str | None, cwd: str, timeout_s: int | None,
+             env: dict | None = None) -> dict:
+    """Run one combination (in a worker process). Never raises: returns status, error, duration.
+    ``env`` is set in this worker's environment, which the kernel inherits."""
+    import papermill as pm
+    os.environ.update(env or {})
+    started = time.time()
+    status, error = "ok", ""
+    try:
+        pm.execute_notebook(notebook, output, parameters=params, kernel_name=kernel, cwd=cwd,
+                            progress_bar=False, log_output=False, execution_timeout=timeout_s)
+    except pm.PapermillExecutionError as exc:
+        status = "failed"
+        error = f"{exc.ename}: {exc.evalue} (cell {exc.exec_count})"
+    except Exception as exc:  # a kernel that dies or a bad notebook fails this run, not the batch
+        status = "failed"
+        error = f"{type(exc).__name__}: {exc}"
+    return {"status": status, "error": error, "duration_s": round(time.time() - started, 3),
+            "started": started, "finished": time.time()}
+
+
+def _write_manifest(path: Path, manifest: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def _spent(out: Path, cfg: BatchConfig) -> str:
+    """Why no new combination may start ('' while under the caps): the spend recorded under ``out``."""
+    if not cfg.caps():
+        return ""
+    from jitlab.viz.experiments import grid_spend
+    return grid_spend(out, cfg.max_cost, cfg.max_tokens_total).reached()
+
+
+class _Stopped(JitlabError):
+    """SIGTERM reached the batch (e.g. ``timeout`` around it)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Stopped(f"batch stopped by signal {signum}; its unfinished runs are marked failed in {MANIFEST}; "
+                   "rerun the same command to run them")
+
+
+def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) -> dict:
+    """Execute ``cfg.notebook`` once per combination (from ``cfg.grid`` unless ``combos`` is given);
+    returns the manifest (also written to ``OUT/manifest.json`` after every finished run)."""
+    check_fields(cfg)
+    notebook = Path(cfg.notebook)
+    if not notebook.is_file():
+        raise ConfigError(f"notebook {notebook} does not exist")
+    if cfg.cwd not in ("notebook", "run"):
+        raise ConfigError(f"cwd must be 'notebook' or 'run', got {cfg.cwd!r}")
+    combos = combos if combos is not None else load_grid(cfg.grid)
+    check_parameters(notebook, combos, cfg.caps())   # before anything is written or run
+    out = Path(cfg.out or f"batches/{notebook.stem}")
+    out.mkdir(parents=True, exist_ok=True)
+    manifest_path = out / MANIFEST
+    old = {}
+    if manifest_path.exists():
+        old = {r["id"]: r for r in json.loads(manifest_path.read_text()).get("runs", [])}
+        left = [rid for rid, r in old.items() if r.get("status") in ("running", "pending")]
+        if left:
+            echo(f"jitlab batch: {len(left)} run(s) left unfinished by an earlier batch that was killed; they run again")
+    runs, todo = [], []
+    for index, params in enumerate(combos):
+        rid = _run_id(index, params)
+        output = out / f"{rid}.ipynb"
+        prev = old.get(rid)
+        if prev and prev.get("status") == "ok" and output.exists() and not cfg.rerun_ok:
+            runs.append({**prev, "skipped": True})
+            continue
+        runs.append({"id": rid, "params": params, "status": "pending", "error": "", "duration_s": None,
+                     "output": str(output), "skipped": False})
+        todo.append(runs[-1])
+    manifest = {"notebook": str(notebook), "grid": cfg.grid, "config": asdict(cfg), "runs": runs}
+    _write_manifest(manifest_path, manifest)
+    parallel = cfg.parallel or min(2, os.cpu_count() or 1)
+    echo(f"jitlab batch: {notebook.name}: {len(combos)} combinations, {len(combos) - len(todo)} already ok, "
+         f"{len(todo)} to run, {parallel} at a time -> {out}")
+    if todo:
+        _run_all(cfg, notebook, out, todo, parallel, manifest, manifest_path, echo)
+    ok = sum(r["status"] == "ok" for r in runs)
+    manifest["summary"] = {"total": len(runs), "ok": ok, "failed": sum(r["status"] == "failed" for r in runs),
+                           "skipped": sum(bool(r.get("skipped")) for r in runs)}
+    _write_manifest(manifest_path, manifest)
+    return manifest
+
+
+def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], parallel: int, manifest: dict,
+             manifest_path: Path, echo) -> None:
+    """Run ``todo`` at most ``parallel`` at a time, starting each only while the batch is under its spend
+    caps; on SIGTERM / Ctrl-C the unfinished runs are marked failed and the workers stopped."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")   # no fork of a threaded parent (pool, zmq)
+    env = {"JITLAB_SPEND_ROOT": str(out.resolve())}
+    queue, futures = list(todo), {}
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=ctx)
+    try:
+        while queue or futures:
+            while queue and len(futures) < parallel:
+                run = queue.pop(0)
+                reason = _spent(out, cfg)
+                if reason:
+                    run.update(status="failed", error=f"not started: batch {reason}; rerun with a higher cap to resume")
+                    echo(f"  {run['id']} not started: {reason}")
+                    continue
+                cwd = str(notebook.resolve().parent)
+                if cfg.cwd == "run":
+                    cwd = str((out / run["id"]).resolve())
+                    Path(cwd).mkdir(parents=True, exist_ok=True)
+                run["status"] = "running"
+                futures[pool.submit(_execute, str(notebook), run["output"], {**run["params"], **cfg.caps()},
+                                    cfg.kernel, cwd, cfg.timeout_s,
+                                    {**env, "JITLAB_OUT_ROOT": str((out / run["id"]).resolve())})] = run
+            _write_manifest(manifest_path, manifest)
+            if not futures:
+                continue
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for fut in done:
+                run = futures.pop(fut)
+                run.update(fut.result())
+                _write_manifest(manifest_path, manifest)
+                echo(f"  {run['id']} {run['status']:<6} {run['duration_s']:.1f}s {json.dumps(run['params'], default=str)}"
+                     + (f"\n    {run['error']}" if run["error"] else ""))
+    except (_Stopped, KeyboardInterrupt):
+        for run in todo:
+            if run["status"] in ("running", "pending"):
+                run.update(status="failed", error="batch stopped (SIGTERM or Ctrl-C) before this run finished; "
+                                                  "rerun the same command to run it again")
+        _write_manifest(manifest_path, manifest)
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):  # no public way to stop busy workers
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    pool.shutdown()

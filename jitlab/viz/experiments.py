@@ -1,0 +1,403 @@
+"""Experiment helpers the notebooks call: grids of fixed-harness runs, and reading one run back.
+
+    from jitlab.viz import experiments as X
+    runs = X.run_grid(["textworld", "babyai", "dbbench"], X.seed_harnesses(), ["embedded"],
+                      limit=2, out_root="runs/seed_bank")      # one run directory per combination
+    X.grid_table(runs)                                         # harness x suite: success, tokens
+    X.best_per_suite(runs)                                     # best and cheapest harness per suite
+
+    rec = X.open_run("runs/quickstart")                        # episodes, steps, calls, config
+    X.trajectory(rec, episode_id)                              # the steps of one episode
+    X.backbone_calls(rec, episode_id)                          # every backbone call of it
+    X.diagnostics(rec)                                         # status, error and diagnostic per episode
+    X.harness_anatomies(rec)                                   # anatomy of each harness that ran
+    X.jit_tasks(rec); X.harness_diff(rec, episode_id)          # JIT runs: per-task record, diff vs reference
+
+    X.run_jit_modes("textworld", "compose", "embedded", limit=20)   # static + streaming JIT runs
+    X.save_figure(fig, "figures", stem, title, command)        # PNG/PDF/HTML + figures/README.md entry
+
+Each grid cell is an ordinary ``jitlab run`` (jitlab.runner), so rerunning resumes and the run
+directories feed ``jitlab figures`` and the dashboards. Relative output paths (``out_root``,
+``figures_out``) are taken from :func:`output_path`: ``$JITLAB_OUT_ROOT`` when set (``jitlab batch`` sets
+it to each run's folder under its ``--out``), else the repository root, so a notebook writes to the same
+place whether its kernel starts in the repo or in ``notebooks/``.
+
+Spend: ``max_cost`` / ``max_tokens_total`` given to :func:`run_grid` or :func:`run_jit_modes` cap the
+*total* real backbone spend recorded under ``$JITLAB_SPEND_ROOT`` (set by ``jitlab batch`` to its
+``--out``) or else under ``out_root``, all cells together; when it is reached no new episode starts and
+SpendCapReached is raised (rerun with a higher cap to resume).
+
+Caveats: grid runs execute one after another unless ``workers`` > 1. A cell that cannot start (unknown
+suite, harness or backbone) raises; with ``workers`` > 1 it is logged when it fails,
+the other cells finish, and then its error is raised. Anatomy of a harness that is not
+a seed imports its code in this process, so :func:`harness_anatomies` skips those unless
+``trust_code=True``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from jitlab.jit.record import read_jit_record
+from jitlab.viz.tables import markdown_table
+
+__all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "OUT_ROOT_ENV", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS",
+           "backbone_calls", "best_per_suite", "diagnostics", "grid_spend", "grid_table", "harness_anatomies",
+           "harness_diff", "jit_summaries", "jit_tasks", "notebook_command", "open_run", "output_path",
+           "register_figure", "repo_path", "run_grid", "run_jit_modes", "run_slug", "save_figure", "seed_harnesses",
+           "trajectory"]
+
+OUT_ROOT_ENV = "JITLAB_OUT_ROOT"      # relative output paths resolve here (jitlab batch: OUT/<run id>)
+SPEND_ROOT_ENV = "JITLAB_SPEND_ROOT"  # a grid's spend cap counts every run recorded here (jitlab batch: OUT)
+
+log = logging.getLogger(__name__)
+
+SUMMARY_COLUMNS = ["suite", "harness", "backbone", "run_dir", "n_episodes", "success_rate", "mean_reward",
+                   "tokens_per_task", "cost_per_task", "tool_calls_per_task", "llm_calls_per_task",
+                   "wall_s_per_task", "status_counts"]
+
+
+# -- fixed-harness grids -------------------------------------------------------------------------
+def seed_harnesses(baselines: bool = False) -> list[str]:
+    """Seed harness names in seed_bank/; baselines (``baseline: true`` in description.yaml, e.g.
+    ``random``) only when ``baselines``."""
+    import yaml
+
+    from jitlab.harness import seed_bank_dir, seed_names
+    names = []
+    for name in seed_names():
+        desc = yaml.safe_load((seed_bank_dir() / name / "description.yaml").read_text()) or {}
+        if baselines or not desc.get("baseline"):
+            names.append(name)
+    return names
+
+
+def repo_path(path: str | Path) -> Path:
+    """``path`` if absolute, else the same path under the repository root."""
+    from jitlab.paths import repo_root
+    path = Path(path)
+    return path if path.is_absolute() else repo_root() / path
+
+
+def output_path(path: str | Path) -> Path:
+    """Where a notebook or grid writes ``path``: itself if absolute, else under ``$JITLAB_OUT_ROOT`` when set
+    (``jitlab batch`` sets it, so batch runs never write into the source checkout), else under the repository
+    root (:func:`repo_path`)."""
+    import os
+    path = Path(path)
+    root = os.environ.get(OUT_ROOT_ENV)
+    return path if path.is_absolute() else (Path(root) / path if root else repo_path(path))
+
+
+def grid_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None):
+    """A RunSpend shared by several runs, seeded with the real spend of every run recorded under
+    ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``; None when no cap is given."""
+    import os
+
+    from jitlab.fields import check_number
+    from jitlab.runtime import RunSpend
+    from jitlab.store import DB_NAME, recorded_spend
+    if max_cost is None and max_tokens_total is None:
+        return None
+    check_number("max_cost", max_cost, "float", optional=True, min=0)
+    check_number("max_tokens_total", max_tokens_total, optional=True, min=0)
+    base = Path(os.environ.get(SPEND_ROOT_ENV) or root)
+    cost = tokens = 0
+    for db in sorted(base.rglob(DB_NAME)) if base.is_dir() else []:
+        c, t = recorded_spend(db.parent)
+        cost, tokens = cost + c, tokens + t
+    return RunSpend(max_cost, max_tokens_total, cost, tokens)
+
+
+def run_slug(*parts) -> str:
+    """A folder name from run parameters (``embedded``, ``litellm:openai/gpt-4o`` -> ``litellm_openai_gpt-4o``)."""
+    return "-".join("".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(p)) for p in parts)
+
+
+def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str | Path = "runs/grid",
+             split: str = "dev", quiet: bool = True, workers: int = 1, **run_options):
+    """Run every (suite, harness, backbone) combination on the first ``limit`` tasks of ``split``.
+
+    Each writes ``out_root/<suite>/<harness>-<backbone>/`` (resumable). ``workers`` runs execute at
+    once (threads of this process: a local model is loaded once and batches all their calls). Extra
+    keyword arguments go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency,
+    backbone_options, ...), except ``max_cost`` / ``max_tokens_total``, which cap the whole grid (module
+    docstring). Returns one row per run: ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
+    import pandas as pd
+
+    from jitlab.fields import check_number
+    from jitlab.runner import RunConfig, run
+    check_number("workers", workers, min=1)
+    suites, harnesses, backbones = (_as_list(x) for x in (suites, harnesses, backbones))
+    root = output_path(out_root)
+    spend = grid_spend(root, run_options.pop("max_cost", None), run_options.pop("max_tokens_total", None))
+    combos = [(s, h, b) for s in suites for b in backbones for h in harnesses]
+
+    def one(combo) -> dict:
+        suite, harness, backbone = combo
+        out = root / suite / run_slug(Path(str(harness)).name, backbone)
+        if not quiet:
+            print(f"{suite} · {harness} · {backbone} -> {out}", flush=True)
+        run_dir = run(RunConfig(suite=suite, harness=str(harness), backbone=backbone, limit=limit,
+                                split=split, out=str(out), quiet=quiet, **run_options), spend=spend)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, "suite": suite,
+                "harness": Path(str(harness)).name, "backbone": backbone, "run_dir": str(run_dir)}
+
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            futures = {pool.submit(one, c): c for c in combos}
+            for future in as_completed(futures):  # say so when a cell fails; the other cells run on
+                if future.exception() is not None:
+                    log.error("grid cell %s failed: %r", " · ".join(map(str, futures[future])), future.exception())
+        rows = [future.result() for future in futures]  # raises the first failed cell's error
+    else:
+        rows = [one(c) for c in combos]
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _as_list(value) -> list:
+    return [value] if isinstance(value, (str, Path)) else list(value)
+
+
+def grid_table(runs, values=("success_rate", "tokens_per_task"), index: str = "harness", columns: str = "suite"):
+    """``runs`` (from :func:`run_grid`) pivoted: one row per ``index`` value (and backbone, when there
+    are several), one column per ``columns`` value and metric, named ``<suite>:<metric>``."""
+    keys = [index] + (["backbone"] if runs["backbone"].nunique() > 1 and index != "backbone" else [])
+    wide = runs.pivot_table(index=keys, columns=columns, values=list(values), aggfunc="first")
+    wide.columns = [f"{col}:{metric}" for metric, col in wide.columns]
+    order = [f"{c}:{m}" for c in dict.fromkeys(runs[columns]) for m in values]
+    return wide[[c for c in order if c in wide.columns]]
+
+
+def best_per_suite(runs):
+    """Per (suite, backbone): the best harness (highest success rate; fewer tokens breaks ties) and
+    the cheapest (fewest tokens per task; higher success breaks ties), with their numbers."""
+    import pandas as pd
+    rows = []
+    for (suite, backbone), g in runs.groupby(["suite", "backbone"], sort=False):
+        best = g.sort_values(["success_rate", "tokens_per_task"], ascending=[False, True]).iloc[0]
+        cheap = g.sort_values(["tokens_per_task", "success_rate"], ascending=[True, False]).iloc[0]
+        rows.append({"suite": suite, "backbone": backbone, "n_harnesses": len(g),
+                     "best": best["harness"], "best_success": best["success_rate"],
+                     "best_tokens": best["tokens_per_task"], "cheapest": cheap["harness"],
+                     "cheapest_tokens": cheap["tokens_per_task"], "cheapest_success": cheap["success_rate"]})
+    return pd.DataFrame(rows)
+
+
+# -- JIT runs -----------------------------------------------------------------------------------
+JIT_SUMMARY_COLUMNS = ["suite", "mode", "generator", "backbone", "run_dir", "n_episodes", "success_rate",
+                       "tokens_per_task", "gen_tokens_per_task", "select_tokens_per_task", "repair_tokens_per_task",
+                       "exec_tokens_per_task", "cost_per_task", "tool_calls_per_task", "first_try_valid_rate",
+                       "repair_rounds_used", "fallback_rate", "bank_size_before", "bank_size_after",
+                       "distinct_harnesses"]
+
+
+def run_jit_modes(suite: str, generator: str = "compose", backbone: str = "embedded", limit: int | None = 20,
+                  n_candidates: int | None = None, out_root: str | Path = "runs/jit", modes=("static", "streaming"),
+                  quiet: bool = True, concurrency: int = 1, **jit_options) -> dict:
+    """Run JIT inference (jitlab.jit.inference) in each of ``modes`` on the first ``limit`` tasks of a suite.
+
+    Writes ``out_root/<suite>/jit-<generator>-<backbone>/<mode>/`` (resumable). ``n_candidates`` is
+    for static mode (default 4); streaming generates one harness per task, as in the paper.
+    ``concurrency`` static tasks are solved at once (a stream runs in order). Extra
+    keyword arguments go to :class:`jitlab.jit.JITConfig` (split, selector, retrieval, max_steps, ...).
+    ``max_cost`` / ``max_tokens_total`` cap the modes together (module docstring). Returns ``{mode: run_dir}``."""
+    from jitlab.jit.inference import JITConfig, run_jit
+    spend = grid_spend(output_path(out_root), jit_options.pop("max_cost", None), jit_options.pop("max_tokens_total", None))
+    root = output_path(out_root) / suite / run_slug("jit", generator, backbone)
+    out = {}
+    for mode in _as_list(modes):
+        cfg = JITConfig(suite=suite, mode=mode, generator=generator, backbone=backbone, limit=limit,
+                        n_candidates=n_candidates if mode == "static" else None, out=str(root / mode),
+                        quiet=quiet, concurrency=concurrency if mode == "static" else 1, **jit_options)
+        out[mode] = run_jit(cfg, spend=spend)
+    return out
+
+
+def jit_summaries(run_dirs):
+    """One row per JIT run from its summary.json: ``JIT_SUMMARY_COLUMNS`` (tokens per phase, validity,
+    repair rounds, fallbacks, bank size before/after)."""
+    import pandas as pd
+    rows = []
+    for run_dir in (run_dirs.values() if isinstance(run_dirs, dict) else _as_list(run_dirs)):
+        s = json.loads((Path(run_dir) / "summary.json").read_text())
+        rows.append({**{k: s.get(k) for k in JIT_SUMMARY_COLUMNS}, "run_dir": str(run_dir)})
+    return pd.DataFrame(rows, columns=JIT_SUMMARY_COLUMNS)
+
+
+# -- reading one run -----------------------------------------------------------------------------
+def open_run(run_dir: str | Path) -> dict:
+    """:func:`jitlab.store.load` plus ``run_dir``, ``summary`` (summary.json, recomputed if missing)
+    and ``finished`` (final episodes, ``extra`` read into a column ``jit_record`` of
+    :class:`jitlab.jit.record.JITTaskRecord`)."""
+    from jitlab.store import load, summarize
+    run_dir = Path(run_dir)
+    rec = load(run_dir)
+    path = run_dir / "summary.json"
+    rec["summary"] = json.loads(path.read_text()) if path.exists() else summarize(run_dir)
+    rec["run_dir"] = run_dir
+    eps = rec["episodes"]
+    rec["finished"] = eps[eps["final"]].assign(jit_record=[read_jit_record(x) for x in eps[eps["final"]]["extra"]])
+    return rec
+
+
+def _json(text, default):
+    if not isinstance(text, str) or not text:
+        return default
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return default
+
+
+def trajectory(rec: dict, episode_id: int | None = None):
+    """The steps of one episode (default: the first finished one): step, tool, args, thought,
+    observation, reward, done, tokens, and from the trace the directive and exposed capabilities."""
+    episode_id = _episode(rec, episode_id)
+    steps = rec["steps"][rec["steps"]["episode_id"] == episode_id].sort_values("step").copy()
+    traces = [_json(t, {}) for t in steps["trace"]]
+    steps["directive"] = [t.get("directive") for t in traces]
+    steps["capabilities"] = [t.get("capabilities") for t in traces]
+    steps["args"] = [_json(a, a) for a in steps["args"]]
+    cols = ["step", "tool", "args", "thought", "observation", "reward", "done", "tokens", "directive", "capabilities"]
+    return steps[cols].reset_index(drop=True)
+
+
+def backbone_calls(rec: dict, episode_id: int | None = None, full: bool = False):
+    """Backbone calls of one episode (default: the first finished one); ``episode_id=-1`` for all.
+    Without ``full`` the messages are reduced to their count and the reply to its first 200 chars."""
+    calls = rec["calls"]
+    if episode_id != -1:
+        calls = calls[calls["episode_id"] == _episode(rec, episode_id)]
+    calls = calls.copy()
+    if not full:
+        calls["n_messages"] = [len(_json(m, [])) for m in calls["messages"]]
+        calls["text"] = calls["text"].fillna("").str.slice(0, 200)
+        calls = calls.drop(columns=["messages"])
+    return calls.reset_index(drop=True)
+
+
+def _episode(rec: dict, episode_id: int | None) -> int:
+    from jitlab.errors import ConfigError
+    finished = rec["finished"]
+    if episode_id is None:
+        if finished.empty:
+            raise ConfigError(f"{rec['run_dir']} has no finished episode yet; pass an episode id from rec['episodes']")
+        return int(finished["id"].iloc[0])
+    if episode_id not in set(rec["episodes"]["id"]):
+        raise ConfigError(f"episode {episode_id} is not in {rec['run_dir']}; ids: {sorted(rec['episodes']['id'])}")
+    return int(episode_id)
+
+
+def diagnostics(rec: dict, only_problems: bool = False):
+    """One row per attempt: id, task_id, attempt, status, error, and the diagnostic's kind, file and
+    message (parsed from JSON). ``only_problems``: attempts whose status is not ``ok``."""
+    eps = rec["episodes"].copy()
+    if only_problems:
+        eps = eps[eps["status"] != "ok"]
+    diag = [_json(d, {}) for d in eps["diagnostic"]]
+    for key in ("kind", "file", "message"):
+        eps[f"diag_{key}"] = [d.get(key) if isinstance(d, dict) else None for d in diag]
+    return eps[["id", "task_id", "attempt", "status", "success", "steps", "error", "diag_kind", "diag_file",
+                "diag_message", "isolation"]].reset_index(drop=True)
+
+
+JIT_TASK_COLUMNS = ["id", "task_id", "stream_index", "status", "success", "harness_name", "harness_generator",
+                    "gen_tokens", "select_tokens", "repair_tokens", "exec_tokens", "repair_rounds", "valid_candidates",
+                    "n_candidates", "fallback", "reference_names", "bank_size_before", "bank_size_after"]
+
+
+def jit_tasks(rec: dict):
+    """For a JIT run, one row per finished task from ``extra`` (docs/records.md): the harness chosen, tokens
+    per phase, repair rounds, candidate validity, fallback, references and bank size. Empty for other runs."""
+    import pandas as pd
+    rows = [{"id": r["id"], "task_id": r["task_id"], "status": r["status"], "success": r["success"],
+             **{k: getattr(r["jit_record"], k) for k in JIT_TASK_COLUMNS[5:] + ["stream_index"]}}
+            for r in rec["finished"].to_dict("records") if r["jit_record"].mode]
+    return pd.DataFrame(rows, columns=JIT_TASK_COLUMNS).sort_values("stream_index").reset_index(drop=True)
+
+
+def harness_diff(rec: dict, episode_id: int | None = None) -> str:
+    """Unified diff of the harness an episode ran against its nearest bank reference (JIT runs record
+    ``extra.nearest_reference``); '' when there is none or the files are identical."""
+    from jitlab.viz.dash.data import harness_diff as _diff
+    from jitlab.viz.dash.data import harness_folder, reference_files
+    episode_id = _episode(rec, episode_id)
+    row = rec["episodes"].set_index("id").loc[episode_id].to_dict()
+    extra = read_jit_record(row.get("extra"))
+    folder = harness_folder(rec["run_dir"], {**row, "harness_dir": extra.harness_dir,
+                                             "episode_harness": row.get("harness")})
+    reference = reference_files(rec["run_dir"], extra.nearest_reference)
+    return _diff(folder, reference[1]) if folder is not None and reference is not None else ""
+
+
+def harness_anatomies(rec: dict, trust_code: bool = False) -> dict:
+    """``{label: Anatomy or reason}`` for each distinct harness that ran (by sha). Seed harnesses are
+    analysed from seed_bank/; a generated harness (the run's ``harnesses/<sha>`` copy) only with
+    ``trust_code`` (it imports the code here), else the value is a string saying why it was skipped."""
+    from jitlab.viz.anatomy import anatomy
+    from jitlab.viz.dash.data import harness_folder, is_seed
+    out: dict = {}
+    finished = rec["finished"]
+    for sha, g in finished.groupby("harness_sha", sort=False):
+        row = g.iloc[0].to_dict()
+        record = row.pop("jit_record", None)
+        if record is not None and record.harness_dir is not None:
+            row["harness_dir"] = record.harness_dir
+        row["episode_harness"] = row.get("harness")
+        label = f"{row.get('harness')} ({str(sha)[:8]})"
+        folder = harness_folder(rec["run_dir"], row)
+        if folder is None:
+            out[label] = "no harness files found for this sha (oracle or a run without saved harnesses)"
+        elif not (trust_code or is_seed(folder)):
+            out[label] = f"{folder}: generated code; pass trust_code=True to import and analyse it"
+        else:
+            out[label] = anatomy(folder)
+    return out
+
+
+# -- figures written by notebooks ----------------------------------------------------------------
+def notebook_command(notebook: str, params: dict) -> str:
+    """The papermill command that reruns ``notebook`` with ``params`` (for figures/README.md)."""
+    import shlex
+    stem = Path(notebook).stem
+    return (f"papermill {shlex.quote(str(notebook))} /tmp/{stem}.out.ipynb -y "
+            + shlex.quote(json.dumps(params, sort_keys=True, default=str)))
+
+
+def register_figure(fig_dir: str | Path, stem: str, files, title: str, command: str, caption: str = "",
+                    numbers=None, **more) -> Path:
+    """List ``files`` (paths inside ``fig_dir``, or a folder of them) under ``stem`` in
+    ``fig_dir/figures.json`` and ``fig_dir/README.md`` (:func:`jitlab.viz.figures.register`). ``numbers``
+    (a DataFrame or markdown text) is printed under the figure; ``more`` is stored in the entry (e.g.
+    ``final_accuracy`` rows, which README's closing note tabulates)."""
+    import datetime as dt
+
+    from jitlab.viz.figures import register
+    fig_dir = Path(fig_dir)
+    root = fig_dir.resolve()
+    names = []
+    for f in _as_list(files):
+        f = Path(f).resolve() if Path(f).is_absolute() else root / f
+        names += sorted(str(p.relative_to(root)) for p in f.glob("*") if p.is_file()) if f.is_dir() \
+            else [str(f.relative_to(root))]
+    if numbers is not None and not isinstance(numbers, str):
+        numbers = markdown_table(numbers)
+    entry = {"stem": stem, "files": names, "title": title, "caption": caption, "command": command,
+             "numbers": numbers, "generated": dt.datetime.now().isoformat(timespec="seconds"), **more}
+    return register(fig_dir, [entry])
+
+
+def save_figure(fig, fig_dir: str | Path, stem: str, title: str, command: str, caption: str = "", numbers=None,
+                formats=("png", "pdf", "html"), **more) -> list[Path]:
+    """Save a jitlab.viz.figures figure as ``fig_dir/stem.{png,pdf,html}`` and list it in README.md
+    (:func:`register_figure`). Returns the written paths (the PNG first when written)."""
+    from jitlab.viz.figures import save
+    paths = save(fig, Path(fig_dir) / stem, formats)
+    register_figure(fig_dir, stem, [p.resolve() for p in paths], title, command, caption, numbers, **more)
+    return paths
+
+

@@ -1,0 +1,507 @@
+"""The papers' figures as pure functions: tidy DataFrame in, HoloViews figure out.
+
+    from jitlab.viz import figures as F
+    df = F.collect(["runs/tw-static", "runs/tw-streaming"])   # one row per finished episode
+    F.save(F.fig_stream(df), "figures/fig6_stream_textworld")  # .png .pdf (matplotlib) + .html (bokeh)
+
+or regenerate everything a set of runs supports (and figures/README.md, listing each figure with
+the command that made it):
+
+    jitlab figures --runs runs/ --out figures/
+
+Figures: ``fig_stream`` (paper Figure 6: cumulative accuracy over the task stream, static dashed and
+streaming solid; per-task cost and tool calls with local-variation bands = rolling mean ± rolling
+std), ``fig_pareto`` (Figure 4: harness × backbone pairings as (cost per case, score), the global
+Pareto frontier as a step line, dominated region shaded), ``fig_jit_gain`` (Figure 5: JIT vs ReAct
+per backbone, gain in the axis labels), ``seed_bank_table`` (per-harness results table).
+The numbers behind each figure come from the table functions (``stream_curves``, ``final_accuracy``,
+``pairings``, ``pareto_frontier``, ``jit_gain``), which need only pandas.
+
+Caveats: static images use the matplotlib backend (no browser); the HTML files load BokehJS from
+its CDN when opened. A run's mode comes from ``episodes.extra["mode"]`` (JIT runs, see
+docs/records.md), else from its config, else it is a fixed-harness run (mode ``fixed``); tasks of a
+fixed run are ordered by episode id.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shlex
+from pathlib import Path
+
+from jitlab.errors import ConfigError
+from jitlab.jit.record import read_jit_record
+from jitlab.viz.tables import markdown_table
+
+__all__ = ["collect", "expand_runs", "stream_curves", "final_accuracy", "pairings", "pareto_frontier",
+           "jit_gain", "seed_bank_table", "fig_stream", "fig_pareto", "fig_jit_gain", "save",
+           "write_table", "make_figures", "register", "write_readme", "RUN_COLUMNS", "EXTRA_COLUMNS"]
+
+RUN_COLUMNS = ["run", "run_name", "suite", "harness", "backbone", "mode", "method"]
+EXTRA_COLUMNS = ["stream_index", "generator", "gen_tokens", "select_tokens", "repair_tokens", "exec_tokens",
+                 "gen_cost", "repair_cost", "exec_cost", "repair_rounds", "n_candidates", "valid_candidates",
+                 "harness_dir", "references", "nearest_reference", "bank_size_before", "bank_size_after",
+                 "frontier"]
+JIT_MODES = ("static", "streaming")
+# 16 colours, so the 13 seeds (plus JIT) each get their own before the cycle repeats
+_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+            "#7f7f7f", "#bcbd22", "#393b79", "#ff9896", "#98df8a", "#c5b0d5", "#ffbb78", "#637939"]
+_DASH = {"static": ("dashed", "--"), "streaming": ("solid", "-"), "fixed": ("dotted", ":")}
+_INDEX = "figures.json"
+
+
+# -- data ---------------------------------------------------------------------------------------
+def expand_runs(paths) -> list[Path]:
+    """Run directories named by ``paths``: a run directory itself, or a folder with runs anywhere beneath
+    it (``runs/`` holding ``<suite>/<harness>-<backbone>/`` and ``<suite>/jit-.../<mode>/``)."""
+    from jitlab.store import DB_NAME
+    found: list[Path] = []
+    for p in [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]:
+        if (p / DB_NAME).exists():
+            found.append(p)
+        elif p.is_dir() and (subs := sorted(db.parent for db in p.rglob(DB_NAME))):
+            found.extend(subs)
+        else:
+            raise ConfigError(f"{p} is neither a run directory (no {DB_NAME}) nor a folder of run directories; "
+                              "pass the --out folder of a `jitlab run`, or the folder holding several")
+    return found
+
+
+def collect(run_dirs, include_unfinished: bool = False):
+    """One tidy DataFrame from many runs: one row per finished episode (all attempts when
+    ``include_unfinished``), the episode columns of docs/records.md, the keys of ``extra`` as columns
+    (``EXTRA_COLUMNS``), and run-level columns ``RUN_COLUMNS``. The episode's own harness name is kept
+    as ``episode_harness``; ``method`` is ``jit-<mode>`` for JIT runs, else the harness name."""
+    import pandas as pd
+
+    from jitlab.store import load
+    frames = []
+    for run_dir in expand_runs(run_dirs):
+        rec = load(run_dir)
+        eps = rec["episodes"].sort_values("id")
+        if not include_unfinished:
+            eps = eps[eps["final"]]
+        eps = eps.rename(columns={"harness": "episode_harness"}).reset_index(drop=True)
+        config = rec["config"].iloc[0].to_dict() if len(rec["config"]) else {}
+        extras = [read_jit_record(x) for x in eps["extra"]]
+        for key in EXTRA_COLUMNS:
+            eps[key] = [getattr(e, key) for e in extras]
+        modes = [e.mode for e in extras if e.mode]
+        mode = modes[0] if modes else (config.get("mode") or "fixed")
+        if eps["stream_index"].isna().all():
+            eps["stream_index"] = range(len(eps))
+        harness = config.get("harness") or ("jit" if mode in JIT_MODES else "?")
+        harness = Path(str(harness)).name
+        eps["run"], eps["run_name"] = str(run_dir), Path(run_dir).name
+        eps["suite"], eps["backbone"] = config.get("suite"), config.get("backbone")
+        eps["harness"], eps["mode"] = harness, mode
+        eps["method"] = f"jit-{mode}" if mode in JIT_MODES else harness
+        frames.append(eps)
+    if not frames:
+        return pd.DataFrame(columns=RUN_COLUMNS + EXTRA_COLUMNS)
+    df = pd.concat(frames, ignore_index=True)
+    df["success"] = df["success"].fillna(0).astype(float)
+    for col in ("cost", "tokens", "tool_calls", "prompt_tokens", "completion_tokens"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").fillna(0.0)
+    df["stream_index"] = pd.to_numeric(df["stream_index"], errors="coerce")
+    return df
+
+
+def stream_curves(df, window: int = 5):
+    """Per run, in stream order: cumulative accuracy and rolling mean/std of cost and tool calls
+    (``window`` tasks, trailing). Columns: run, suite, backbone, mode, method, stream_index, task_id,
+    success, cum_accuracy, cost, cost_mean, cost_std, tool_calls, tool_calls_mean, tool_calls_std, tokens."""
+    import pandas as pd
+    parts = []
+    for _, g in df.groupby("run", sort=False):
+        g = g.sort_values("stream_index")
+        out = g[["run", "suite", "backbone", "mode", "method", "stream_index", "task_id", "success", "cost",
+                 "tool_calls", "tokens"]].copy().reset_index(drop=True)
+        out["cum_accuracy"] = out["success"].expanding().mean()
+        for col in ("cost", "tool_calls"):
+            roll = out[col].rolling(window, min_periods=1)
+            out[f"{col}_mean"] = roll.mean()
+            out[f"{col}_std"] = roll.std().fillna(0.0)
+        parts.append(out)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def final_accuracy(df):
+    """Final cumulative accuracy per run: suite, backbone, mode, method, run, n_tasks, final_accuracy."""
+    rows = df.groupby(["suite", "backbone", "mode", "method", "run"], sort=True, dropna=False).agg(
+        n_tasks=("success", "size"), final_accuracy=("success", "mean"), cost_per_task=("cost", "mean"),
+        tool_calls_per_task=("tool_calls", "mean"))
+    return rows.reset_index()
+
+
+def pairings(df):
+    """One row per (suite, method, backbone): n, score (success rate), cost_per_case, tokens_per_case,
+    tool_calls_per_case."""
+    rows = df.groupby(["suite", "method", "backbone"], sort=True, dropna=False).agg(
+        n=("success", "size"), score=("success", "mean"), cost_per_case=("cost", "mean"),
+        tokens_per_case=("tokens", "mean"), tool_calls_per_case=("tool_calls", "mean"))
+    return rows.reset_index()
+
+
+def pareto_frontier(points, x: str = "cost_per_case", y: str = "score"):
+    """The non-dominated rows of ``points`` (lower ``x`` and higher ``y`` are better), sorted by ``x``.
+    A point is dominated when another has ``x`` no larger and ``y`` no smaller, one of them strictly."""
+    ordered = points.sort_values([x, y], ascending=[True, False])
+    keep, best = [], None
+    for idx, row in ordered.iterrows():
+        if best is None or row[y] > best:
+            keep.append(idx)
+            best = row[y]
+    return ordered.loc[keep]
+
+
+def jit_gain(df, baseline: str = "react"):
+    """Per (suite, backbone, JIT mode): baseline score, JIT score and gain (JIT − baseline), both as
+    success rates, plus the cost per case of each. Only backbones that have both runs appear."""
+    import pandas as pd
+    p = pairings(df)
+    base = p[p["method"] == baseline]
+    rows = []
+    for _, b in base.iterrows():
+        jit = p[(p["suite"] == b["suite"]) & (p["backbone"] == b["backbone"]) & p["method"].str.startswith("jit-")]
+        for _, j in jit.iterrows():
+            rows.append({"suite": b["suite"], "backbone": b["backbone"], "jit": j["method"],
+                         "baseline": baseline, "baseline_score": b["score"], "jit_score": j["score"],
+                         "gain": j["score"] - b["score"], "baseline_cost": b["cost_per_case"],
+                         "jit_cost": j["cost_per_case"], "n_baseline": b["n"], "n_jit": j["n"]})
+    return pd.DataFrame(rows, columns=["suite", "backbone", "jit", "baseline", "baseline_score", "jit_score",
+                                       "gain", "baseline_cost", "jit_cost", "n_baseline", "n_jit"])
+
+
+def seed_bank_table(df, with_anatomy: bool = True):
+    """Results of fixed-harness runs as a table: one row per (harness, backbone), per suite its success
+    rate, cost and tool calls per case. With ``with_anatomy`` and jitlab.viz.anatomy available, the
+    harness's M/P/F/A labels are added for seed harnesses."""
+    import pandas as pd
+    fixed = df[df["mode"] == "fixed"]
+    if fixed.empty:
+        return pd.DataFrame()
+    p = pairings(fixed).rename(columns={"method": "harness"})
+    wide = p.pivot_table(index=["harness", "backbone"], columns="suite",
+                         values=["score", "cost_per_case", "tool_calls_per_case"])
+    wide.columns = [f"{suite}:{metric}" for metric, suite in wide.columns]
+    wide = wide[sorted(wide.columns)].reset_index()
+    if with_anatomy:
+        try:
+            from jitlab.viz.anatomy_table import summary_row
+        except ImportError:
+            return wide
+        mpfa = {}
+        for name in wide["harness"].unique():
+            try:
+                mpfa[name] = summary_row(name)
+            except Exception:  # not a seed name (a generated folder, oracle): no anatomy column for it
+                mpfa[name] = {}
+        for slot in ("M", "P", "F", "A"):
+            wide.insert(2 + "MPFA".index(slot), slot, [mpfa[h].get(slot, "") for h in wide["harness"]])
+    return wide
+
+
+# -- figures ------------------------------------------------------------------------------------
+def _hv():
+    """HoloViews with both backends registered, without notebook output. (matplotlib picks a headless
+    backend by itself when there is no display; a notebook's inline backend is left alone.)"""
+    import holoviews as hv
+    import holoviews.plotting.bokeh
+    import holoviews.plotting.mpl
+    return hv
+
+
+def _colors(keys) -> dict:
+    return {k: _PALETTE[i % len(_PALETTE)] for i, k in enumerate(dict.fromkeys(keys))}
+
+
+def _style(element, color=None, dash=None, alpha=None, width=None, fill=False):
+    """Apply the same look in both backends (their option names differ). ``fill``: an area/band."""
+    bk, mpl = {}, {}
+    if width is not None:
+        bk["line_width"] = mpl["linewidth"] = width
+    if fill:
+        bk.update(fill_color=color, line_alpha=0.0, fill_alpha=alpha if alpha is not None else 0.2)
+        mpl.update(color=color, facecolor=color, edgecolor="none", alpha=alpha if alpha is not None else 0.2)
+        return element.opts(backend="bokeh", **bk).opts(backend="matplotlib", **mpl)
+    if color is not None:
+        bk["color"] = mpl["color"] = color
+    if dash is not None:
+        bk["line_dash"], mpl["linestyle"] = _DASH.get(dash, ("solid", "-"))
+    if alpha is not None:
+        bk["alpha"] = mpl["alpha"] = alpha
+    return element.opts(backend="bokeh", **bk).opts(backend="matplotlib", **mpl)
+
+
+def _panel_opts(element, title, xlabel, ylabel, legend=True):
+    return element.opts(backend="bokeh", title=title, xlabel=xlabel, ylabel=ylabel, width=420, height=320,
+                        show_legend=legend, legend_position="bottom_right", tools=["hover"], show_grid=True) \
+                  .opts(backend="matplotlib", title=title, xlabel=xlabel, ylabel=ylabel, fig_size=140,
+                        aspect=1.3, show_legend=legend, legend_position="bottom_right", show_grid=True)
+
+
+def _stream_label(row) -> str:
+    return f"{row['backbone']} · {row['mode'] if row['mode'] in JIT_MODES else row['method']}"
+
+
+def fig_stream(df, window: int = 5, title: str | None = None):
+    """Paper Figure 6: three panels over the task stream — cumulative accuracy, per-task cost and
+    per-task tool calls (rolling mean line ± rolling std band). One line (and colour) per run;
+    static dashed, streaming solid (fixed runs dotted)."""
+    hv = _hv()
+    curves = stream_curves(df, window)
+    if curves.empty:
+        raise ConfigError("fig_stream: no finished episodes in the given runs")
+    labels = {run: _stream_label(g.iloc[0]) for run, g in curves.groupby("run", sort=False)}
+    colors = _colors(labels.values())
+    acc, cost, calls = [], [], []
+    for run, g in curves.groupby("run", sort=False):
+        first = g.iloc[0]
+        label = labels[run]
+        color, mode = colors[label], first["mode"]
+        x = g["stream_index"].to_numpy()
+        acc.append(_style(hv.Curve((x, g["cum_accuracy"]), "task", "cumulative accuracy", label=label),
+                          color=color, dash=mode, width=2))
+        for bucket, col, ylabel in ((cost, "cost", "cost per task ($)"), (calls, "tool_calls", "tool calls per task")):
+            band = hv.Spread((x, g[f"{col}_mean"], g[f"{col}_std"]), "task", [ylabel, "std"], label=label)
+            bucket.append(_style(band, color=color, alpha=0.18, fill=True))
+            bucket.append(_style(hv.Curve((x, g[f"{col}_mean"]), "task", ylabel, label=label),
+                                 color=color, dash=mode, width=2))
+    head = f"{title}: " if title else ""
+    layout = (_panel_opts(hv.Overlay(acc), f"{head}cumulative accuracy", "task in stream", "cumulative accuracy")
+              + _panel_opts(hv.Overlay(cost), f"{head}cost per task", "task in stream",
+                            f"$ per task ({window}-task mean ± std)", legend=False)
+              + _panel_opts(hv.Overlay(calls), f"{head}tool calls per task", "task in stream",
+                            f"tool calls ({window}-task mean ± std)", legend=False))
+    return layout.cols(3)
+
+
+def _staircase(front, xmax: float):
+    """x, y of the frontier as a step function from its cheapest point to ``xmax``."""
+    xs, ys = [], []
+    pts = list(zip(front["cost_per_case"], front["score"]))
+    for i, (c, s) in enumerate(pts):
+        nxt = pts[i + 1][0] if i + 1 < len(pts) else xmax
+        xs += [c, nxt]
+        ys += [s, s]
+    return xs, ys
+
+
+def fig_pareto(df, title: str | None = None):
+    """Paper Figure 4: every harness × backbone pairing as (cost per case, score); the global Pareto
+    frontier as a step line; the region it dominates shaded."""
+    hv = _hv()
+    p = pairings(df)
+    if p.empty:
+        raise ConfigError("fig_pareto: no finished episodes in the given runs")
+    front = pareto_frontier(p)
+    xmax = float(p["cost_per_case"].max()) * 1.08 or 1.0
+    xs, ys = _staircase(front, xmax)
+    shade = _style(hv.Area((xs, ys), "cost per case ($)", "score", label="dominated"), color="#999999", alpha=0.25,
+                   fill=True)
+    step = _style(hv.Curve((xs, ys), "cost per case ($)", "score", label="Pareto frontier"), color="black",
+                  dash="streaming", width=1.5)
+    colors = _colors(p["method"])
+    markers = dict(zip(dict.fromkeys(p["backbone"]), ["o", "s", "^", "D", "v", "P", "X", "*"] * 4))
+    bk_markers = {"o": "circle", "s": "square", "^": "triangle", "D": "diamond", "v": "inverted_triangle",
+                  "P": "plus", "X": "x", "*": "star"}
+    dots = []
+    for (method, backbone), g in p.groupby(["method", "backbone"], sort=False):
+        pts = hv.Scatter(g, "cost_per_case", ["score", "n", "tokens_per_case"], label=f"{method} · {backbone}")
+        m = markers[backbone]
+        dots.append(pts.opts(backend="bokeh", color=colors[method], marker=bk_markers[m], size=11)
+                    .opts(backend="matplotlib", color=colors[method], marker=m, s=70))
+    labels = hv.Labels((p["cost_per_case"], p["score"], p["method"]), ["cost_per_case", "score"], "method") \
+        .opts(backend="bokeh", text_font_size="8pt", yoffset=0.03, text_color="#444444") \
+        .opts(backend="matplotlib", size=7, yoffset=0.03, color="#444444")
+    overlay = hv.Overlay([shade, step, *dots, labels])
+    overlay = _panel_opts(overlay, f"{title + ': ' if title else ''}cost vs score ({len(p)} pairings, "
+                          f"{len(front)} on the Pareto frontier)", "cost per case ($)", "score (success rate)")
+    ytop = max(0.1, float(p["score"].max()) * 1.15)   # room above the best point for its label
+    return overlay.opts(backend="bokeh", width=900, height=460, legend_position="right", xformatter="%.1e") \
+                  .opts(backend="matplotlib", fig_size=180, aspect=1.4, legend_position="right") \
+                  .redim.range(cost_per_case=(0, xmax), score=(0, ytop))
+
+
+def fig_jit_gain(df, baseline: str = "react", title: str | None = None):
+    """Paper Figure 5: per backbone, the baseline (ReAct) score next to each JIT mode's score; the gain
+    in points is written into each backbone's axis label."""
+    hv = _hv()
+    gains = jit_gain(df, baseline)
+    if gains.empty:
+        raise ConfigError(f"fig_jit_gain: no backbone has both a {baseline} run and a JIT run")
+    rows = []
+    order = [baseline] + sorted(gains["jit"].unique())
+    for backbone, g in gains.groupby("backbone", sort=False):
+        tag = ", ".join(f"{r.jit[4:]} {r.gain * 100:+.1f} pts" for r in g.itertuples())
+        label = f"{backbone}\n({tag})"
+        rows.append((label, baseline, float(g["baseline_score"].iloc[0])))
+        rows.extend((label, r.jit, float(r.jit_score)) for r in g.itertuples())
+    rows.sort(key=lambda r: (r[0], order.index(r[1])))
+    bars = hv.Bars(rows, ["backbone", "method"], "score").redim.values(method=order)
+    bars = _panel_opts(bars, f"{title + ': ' if title else ''}JIT vs {baseline} per backbone", "backbone",
+                       "score (success rate)", legend=True)
+    return bars.opts(backend="bokeh", width=560, height=380, ylim=(0, 1.05), multi_level=True) \
+               .opts(backend="matplotlib", ylim=(0, 1.05), fig_size=160, color=hv.Cycle(_PALETTE))
+
+
+def save(fig, stem: str | Path, formats=("png", "pdf", "html"), resources: str = "cdn") -> list[Path]:
+    """Write ``stem.png``/``stem.pdf`` (matplotlib) and ``stem.html`` (bokeh). Returns the paths.
+    ``resources``: ``cdn`` (small file; BokehJS loads from its CDN when opened) or ``inline`` (works
+    offline; about 1-2 MB more per file)."""
+    hv = _hv()
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt in formats:
+        path = stem.with_name(f"{stem.name}.{fmt}")
+        if fmt == "html":
+            hv.save(fig, path, backend="bokeh", fmt=fmt, title=stem.name, resources=resources)
+        else:
+            hv.save(fig, path, backend="matplotlib", fmt=fmt)
+        written.append(path)
+    import matplotlib.pyplot as plt
+    plt.close("all")
+    return written
+
+
+def write_table(table, stem: str | Path) -> list[Path]:
+    """Write a DataFrame as ``stem.md`` and ``stem.csv``."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    md, csv = stem.with_name(stem.name + ".md"), stem.with_name(stem.name + ".csv")
+    md.write_text(markdown_table(table) + "\n")
+    table.to_csv(csv, index=False)
+    return [md, csv]
+
+
+
+
+# -- regenerate all + README ---------------------------------------------------------------------
+def _slug(text) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(text)).strip("_") or "x"
+
+
+def make_figures(run_dirs, out: str | Path = "figures", command: str | None = None, window: int = 5,
+                 formats=("png", "pdf", "html"), baseline: str = "react", resources: str = "cdn") -> list[dict]:
+    """Write every figure the given runs support into ``out`` and (re)write ``out/README.md``.
+
+    Per suite: Figure 6 (if it has JIT runs), Figure 4 (any runs), Figure 5 (a ``baseline`` run and a
+    JIT run on the same backbone); the seed-bank table (fixed-harness runs). Returns the index entries."""
+    out = Path(out)
+    given = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
+    runs = [str(p) for p in expand_runs(given)]
+    command = command or ("jitlab figures --runs " + " ".join(shlex.quote(str(r)) for r in given)
+                          + f" --out {shlex.quote(str(out))}" + (f" --window {window}" if window != 5 else ""))
+    df = collect(runs)
+    if df.empty:
+        raise ConfigError(f"no finished episodes in {', '.join(runs)}; nothing to draw")
+    entries = []
+
+    def add(stem, files, title, caption, sub, numbers=None, **more):
+        entries.append({"stem": stem, "files": [p.name for p in files], "title": title, "caption": caption,
+                        "command": command, "runs": sorted(sub["run"].unique().tolist()),
+                        "numbers": numbers, "generated": _dt.datetime.now().isoformat(timespec="seconds"), **more})
+
+    for suite, sub in df.groupby("suite", sort=True):
+        jit = sub[sub["mode"].isin(JIT_MODES)]
+        if not jit.empty:
+            stem = f"fig6_stream_{_slug(suite)}"
+            files = save(fig_stream(jit, window, title=suite), out / stem, formats, resources)
+            fa = final_accuracy(jit)[["backbone", "mode", "n_tasks", "final_accuracy", "cost_per_task",
+                                      "tool_calls_per_task"]]
+            add(stem, files, f"Figure 6 ({suite}): static vs streaming over the task stream",
+                "Cumulative accuracy (static dashed, streaming solid); per-task cost and tool calls as a "
+                f"{window}-task rolling mean with ± rolling std band.", jit, markdown_table(fa),
+                final_accuracy=[{"suite": suite, **r} for r in fa.to_dict("records")])
+        stem = f"fig4_pareto_{_slug(suite)}"
+        p = pairings(sub)
+        front = pareto_frontier(p)
+        p["on_frontier"] = p.index.isin(front.index)
+        files = save(fig_pareto(sub, title=suite), out / stem, formats, resources)
+        add(stem, files, f"Figure 4 ({suite}): cost vs score of harness × backbone pairings",
+            "Each point is a pairing (mean cost per case, success rate); black step line = global Pareto "
+            "frontier, grey = dominated region.", sub,
+            markdown_table(p[["method", "backbone", "n", "score", "cost_per_case", "tool_calls_per_case", "on_frontier"]]))
+        gains = jit_gain(sub, baseline)
+        if not gains.empty:
+            stem = f"fig5_jit_gain_{_slug(suite)}"
+            files = save(fig_jit_gain(sub, baseline, title=suite), out / stem, formats, resources)
+            add(stem, files, f"Figure 5 ({suite}): JIT vs {baseline} per backbone",
+                "Success rate of the baseline and each JIT mode per backbone; the gain is in the axis label.",
+                sub[sub["method"].isin([baseline, *gains["jit"]])],
+                markdown_table(gains[["backbone", "jit", "baseline_score", "jit_score", "gain"]]))
+    table = seed_bank_table(df)
+    if not table.empty:
+        files = write_table(table, out / "table_seed_bank")
+        add("table_seed_bank", files, "Seed-bank table: fixed harnesses per suite",
+            "Success rate (score), cost and tool calls per case of each fixed harness run, per suite and "
+            "backbone" + (", with its M/P/F/A" if "M" in table.columns else "") + ".", df[df["mode"] == "fixed"])
+    register(out, entries)
+    return entries
+
+
+def register(out: str | Path, entries: list[dict]) -> Path:
+    """Add or replace entries in ``out/figures.json`` (keyed by stem) and rewrite ``out/README.md``.
+    Other producers of figures (e.g. anatomy diagrams) call this with entries holding at least
+    ``stem``, ``files``, ``title`` and ``command``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    index_path = out / _INDEX
+    index = json.loads(index_path.read_text()) if index_path.exists() else {}
+    for entry in entries:
+        index[entry["stem"]] = entry
+    index = {k: v for k, v in index.items() if any((out / f).exists() for f in v.get("files", []))}
+    tmp = index_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(index, indent=2, sort_keys=True))
+    os.replace(tmp, index_path)
+    return write_readme(out, index)
+
+
+def write_readme(out: str | Path, index: dict | None = None) -> Path:
+    """Rewrite ``out/README.md`` from ``out/figures.json``: every figure, its files and its command."""
+    out = Path(out)
+    if index is None:
+        path = out / _INDEX
+        index = json.loads(path.read_text()) if path.exists() else {}
+    lines = ["# figures", "",
+             "Regenerated from saved run records. Do not edit by hand: this file is rewritten from "
+             f"`{_INDEX}` whenever a figure is (re)made (`jitlab figures`, or a notebook through "
+             "`jitlab.viz.figures.register`). Each entry gives the exact command that made it. Static PNG/PDF "
+             "use matplotlib; the HTML files are interactive bokeh (BokehJS from its CDN unless made with "
+             "`--inline-js`).", ""]
+    if not index:
+        lines += ["No figures yet. Make runs, then: `jitlab figures --runs runs/ --out figures/`.", ""]
+    for stem in sorted(index):
+        e = index[stem]
+        files = ", ".join(f"[{f}]({f})" for f in e.get("files", []))
+        lines += [f"## {e.get('title', stem)}", "", f"Files: {files}", ""]
+        if e.get("caption"):
+            lines += [e["caption"], ""]
+        lines += ["Command:", "", "```", e["command"], "```", ""]
+        if e.get("runs"):
+            lines += ["Runs: " + ", ".join(f"`{r}`" for r in e["runs"]), ""]
+        if e.get("numbers"):
+            lines += ["Numbers:", "", e["numbers"], ""]
+        if e.get("generated"):
+            lines += [f"Generated {e['generated']}.", ""]
+    finals = [r for e in index.values() for r in e.get("final_accuracy", [])]
+    if finals:
+        lines += ["## Closing note: the numbers behind Figure 6", "",
+                  "Final cumulative accuracy over the task stream, static vs streaming, per suite and backbone "
+                  "(n = tasks in the stream):", "",
+                  "| suite | backbone | static | streaming | n (static / streaming) |", "|---|---|---|---|---|"]
+        keys = sorted({(r["suite"], r["backbone"]) for r in finals}, key=str)
+        for suite, backbone in keys:
+            cell = {r["mode"]: r for r in finals if (r["suite"], r["backbone"]) == (suite, backbone)}
+            acc = [f"{cell[m]['final_accuracy']:.3f}" if m in cell else "–" for m in JIT_MODES]
+            ns = " / ".join(str(cell[m]["n_tasks"]) if m in cell else "–" for m in JIT_MODES)
+            lines.append(f"| {suite} | {backbone} | {acc[0]} | {acc[1]} | {ns} |")
+        lines.append("")
+    path = out / "README.md"
+    tmp = out / "README.md.tmp"
+    tmp.write_text("\n".join(lines))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,166 @@
+"""jitlab batch: grid expansion, parallel papermill runs, a failing cell fails alone, reruns skip ok runs."""
+import json
+
+import pytest
+
+from jitlab.errors import ConfigError
+from jitlab.viz.batch import BatchConfig, combinations, load_grid, run_batch
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("papermill")
+
+
+def _notebook(path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("x = 1\nfail = False")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("tiny test notebook"), params,
+                nbformat.v4.new_code_cell("if fail:\n    raise ValueError(f'broken parameter set x={x}')"),
+                nbformat.v4.new_code_cell("from pathlib import Path\nPath(f'out_{x}.txt').write_text(str(x * 2))")]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_grid_forms(tmp_path):
+    assert combinations({"a": [1, 2], "b": ["x", "y"], "c": 5}) == [
+        {"a": 1, "b": "x", "c": 5}, {"a": 1, "b": "y", "c": 5}, {"a": 2, "b": "x", "c": 5}, {"a": 2, "b": "y", "c": 5}]
+    grid = tmp_path / "g.yaml"
+    grid.write_text("grid: {a: [1, 2]}\nruns:\n  - {a: 9, b: z}\n")
+    assert load_grid(grid) == [{"a": 1}, {"a": 2}, {"a": 9, "b": "z"}]
+    grid.write_text("- {a: 1}\n- {a: 2}\n")
+    assert load_grid(grid) == [{"a": 1}, {"a": 2}]
+    grid.write_text("runs: []\n")
+    with pytest.raises(ConfigError, match="no parameter combination"):
+        load_grid(grid)
+
+
+def test_batch_failure_isolated_and_rerun_skips(tmp_path):
+    nb = _notebook(tmp_path / "tiny.ipynb")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("x: [1, 2]\nfail: [false]\nruns:\n  - {x: 3, fail: true}\n")
+    out = tmp_path / "batch"
+    cfg = BatchConfig(notebook=str(nb), grid=str(grid), out=str(out), parallel=2, cwd="run")
+    manifest = run_batch(cfg, echo=lambda *_: None)
+
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk["summary"] == {"total": 3, "ok": 2, "failed": 1, "skipped": 0}
+    by_x = {r["params"]["x"]: r for r in on_disk["runs"]}
+    assert by_x[1]["status"] == by_x[2]["status"] == "ok" and by_x[1]["error"] == ""
+    assert by_x[3]["status"] == "failed"
+    assert "ValueError: broken parameter set x=3" in by_x[3]["error"]
+    for r in on_disk["runs"]:
+        assert r["duration_s"] > 0 and (out / r["id"]).is_dir()
+        executed = nbformat.read(r["output"], as_version=4)       # every run writes its notebook, failed too
+        assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+    # the ok runs really ran their last cell in their own working directory; the failed one stopped early
+    assert (out / by_x[2]["id"] / "out_2.txt").read_text() == "4"
+    assert not (out / by_x[3]["id"] / "out_3.txt").exists()
+    assert manifest["runs"] == on_disk["runs"]
+
+    (out / by_x[1]["id"] / "out_1.txt").unlink()
+    again = run_batch(cfg, echo=lambda *_: None)
+    assert again["summary"] == {"total": 3, "ok": 2, "failed": 1, "skipped": 2}
+    assert not (out / by_x[1]["id"] / "out_1.txt").exists(), "an ok run was executed again"
+    rerun = {r["params"]["x"]: r for r in again["runs"]}[3]
+    assert rerun["status"] == "failed" and not rerun["skipped"], "failed runs are retried on rerun"
+
+
+def test_missing_notebook_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        run_batch(BatchConfig(notebook=str(tmp_path / "nope.ipynb"), grid="", out=str(tmp_path)))
+
+
+@pytest.mark.slow
+def test_notebook_05_grid_of_the_readme(tmp_path):
+    """The README's example: notebook 05 (smoke) over notebooks/grids/05_smoke_2x2.yaml, records under tmp_path."""
+    from jitlab.paths import repo_root
+    text = (repo_root() / "notebooks/grids/05_smoke_2x2.yaml").read_text().replace("runs/batch05", str(tmp_path / "rec"))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(text)
+    cfg = BatchConfig(notebook=str(repo_root() / "notebooks/05_static_vs_streaming.ipynb"), grid=str(grid),
+                      out=str(tmp_path / "out"), parallel=2)
+    manifest = run_batch(cfg, echo=lambda *_: None)
+    assert manifest["summary"] == {"total": 5, "ok": 4, "failed": 1, "skipped": 0}
+    broken = [r for r in manifest["runs"] if r["status"] == "failed"]
+    assert broken[0]["params"]["suite"] == "no_such_suite" and "unknown suite 'no_such_suite'" in broken[0]["error"]
+    for name in ("toy-1", "toy-2", "textworld-1", "textworld-2"):
+        assert list((tmp_path / "rec" / name / "figures").glob("fig6_stream_*.png")), name
+
+
+def test_an_unknown_parameter_is_an_error_before_anything_runs(tmp_path):
+    # before: papermill only warned, and the notebook ran with its full defaults
+    nb = _notebook(tmp_path / "tiny.ipynb")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("x: [1, 2]\nfial: [true]\n")
+    out = tmp_path / "batch"
+    with pytest.raises(ConfigError, match=r"parameter\(s\) fial not in the parameters cell of .*tiny.ipynb "
+                                          r"\(it defines: fail, x\)"):
+        run_batch(BatchConfig(notebook=str(nb), grid=str(grid), out=str(out)), echo=lambda *_: None)
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="defines no max_cost parameter"):
+        run_batch(BatchConfig(notebook=str(nb), grid=str(grid), out=str(out), max_cost=1.0),
+                  combos=[{"x": 1}], echo=lambda *_: None)
+
+
+def test_the_repository_notebooks_take_the_spend_caps():
+    import papermill as pm
+
+    from jitlab.paths import repo_root
+    for name in ("00_quickstart", "01_seed_bank", "05_static_vs_streaming", "06_cost_performance"):
+        assert {"max_cost", "max_tokens_total"} <= set(pm.inspect_notebook(str(repo_root() / f"notebooks/{name}.ipynb")))
+
+
+def test_batch_numbers_are_checked():
+    with pytest.raises(ConfigError, match="--parallel must be >= 1, got 0"):
+        BatchConfig(notebook="n.ipynb", parallel=0)
+    with pytest.raises(ConfigError, match="--timeout-s must be >= 1, got -5"):
+        BatchConfig(notebook="n.ipynb", timeout_s=-5)
+
+
+def test_notebook_00_writes_its_run_under_the_batch_out(tmp_path):
+    """Notebook 00 (smoke) through the batch: its run lands in OUT/<id>/runs/, never in the checkout
+    (before: runs/ next to the notebook file), and the batch's spend cap reaches the run."""
+    from jitlab.paths import repo_root
+    notebook = repo_root() / "notebooks" / "00_quickstart.ipynb"
+    before = {p for p in (repo_root() / "notebooks").rglob("run.sqlite")} | set((repo_root() / "runs").rglob("run.sqlite"))
+    out = tmp_path / "batch"
+    cfg = BatchConfig(notebook=str(notebook), out=str(out), parallel=1, max_cost=10.0)
+    manifest = run_batch(cfg, combos=[{"smoke": True, "suite": "toy", "out": "runs/q"}], echo=lambda *_: None)
+    assert manifest["summary"]["ok"] == 1, manifest["runs"][0]["error"]
+    rid = manifest["runs"][0]["id"]
+    summary = json.loads((out / rid / "runs" / "q" / "summary.json").read_text())
+    assert summary["n_episodes"] == 2 and summary["backbone"] == "scripted:pick-hash"
+    after = {p for p in (repo_root() / "notebooks").rglob("run.sqlite")} | set((repo_root() / "runs").rglob("run.sqlite"))
+    assert after == before
+    # the cap is already spent by that run: a further combination does not start, and says why
+    capped = BatchConfig(notebook=str(notebook), out=str(out), parallel=1, max_cost=1e-6)
+    manifest = run_batch(capped, combos=[{"smoke": True, "suite": "toy", "out": "runs/q2"}], echo=lambda *_: None)
+    assert manifest["summary"]["failed"] == 1 and "not started: batch spend cap reached" in manifest["runs"][0]["error"]
+    assert not (out / manifest["runs"][0]["id"] / "runs" / "q2").exists()
+
+
+def test_a_batch_killed_by_timeout_marks_its_runs_failed(tmp_path):
+    import subprocess
+    import sys
+    import time
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("import time\ntime.sleep(120)")]
+    nbformat.write(nb, tmp_path / "slow.ipynb")
+    (tmp_path / "grid.yaml").write_text("x: [1]\n")
+    out = tmp_path / "batch"
+    proc = subprocess.Popen([sys.executable, "-m", "jitlab.cli", "batch", str(tmp_path / "slow.ipynb"), "--grid",
+                             str(tmp_path / "grid.yaml"), "--out", str(out)], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and '"running"' not in ((out / "manifest.json").read_text()
+                                                         if (out / "manifest.json").exists() else ""):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.terminate()                       # what `timeout` sends
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "batch stopped by signal 15" in err and "Traceback" not in err
+    run = json.loads((out / "manifest.json").read_text())["runs"][0]
+    assert run["status"] == "failed" and "batch stopped" in run["error"]
