@@ -46,7 +46,7 @@ def add_jit_commands(subparsers) -> None:
     p = subparsers.add_parser("jit", help="just-in-time harness inference (static or streaming; resumable)")
     p.add_argument("--suite", required=True)
     p.add_argument("--mode", choices=["static", "streaming"], default="streaming")
-    p.add_argument("--generator", default="compose", help="compose | code:<backbone>")
+    p.add_argument("--generator", default="compose", help="compose | code:<backbone> | plan:<backbone>")
     p.add_argument("--backbone", default="embedded", help="backbone that runs the harnesses (and scores compose options)")
     p.add_argument("--backbone-option", action="append", metavar="KEY=VALUE", help="backend option, repeatable")
     p.add_argument("--api-base", help="OpenAI-compatible server URL for litellm backbones")

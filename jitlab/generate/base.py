@@ -36,6 +36,7 @@ __all__ = [
     "Generator",
     "Reference",
     "describe_files",
+    "generator_backbone",
     "get_generator",
     "prompt_hash",
     "render",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-GENERATORS = ("compose", "code:<backbone>")
+GENERATORS = ("compose", "code:<backbone>", "plan:<backbone>")
 
 
 @dataclass
@@ -128,8 +129,16 @@ def prompt_hash(messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
 
 
+def generator_backbone(name: str) -> str | None:
+    """The backbone a ``code:<backbone>`` or ``plan:<backbone>`` generator writes with (None for compose)."""
+    for prefix in ("code:", "plan:"):
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return name[len(prefix):]
+    return None
+
+
 def get_generator(name: str, backbone_handle=None, **config) -> Generator:
-    """``compose`` or ``code:<backbone>``. ``backbone_handle`` (an LLMHandle) is the default handle for
+    """``compose``, ``code:<backbone>`` or ``plan:<backbone>``. ``backbone_handle`` (an LLMHandle) is the default handle for
     generate/repair calls; ``config`` sets fields of the generator's config dataclass."""
     if name == "compose":
         from jitlab.generate.compose import ComposeConfig, ComposeGenerator
@@ -137,4 +146,7 @@ def get_generator(name: str, backbone_handle=None, **config) -> Generator:
     if name.startswith("code:") and len(name) > len("code:"):
         from jitlab.generate.code import CodeConfig, CodeGenerator
         return CodeGenerator(name, backbone_handle, CodeConfig(**config))
+    if name.startswith("plan:") and len(name) > len("plan:"):
+        from jitlab.generate.plan import PlanConfig, PlanGenerator
+        return PlanGenerator(name, backbone_handle, PlanConfig(**config))
     raise UnknownName("generator", name, GENERATORS)
