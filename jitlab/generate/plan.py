@@ -94,14 +94,20 @@ def plan_of(files: dict[str, str]) -> dict | None:
         plan[role] = option(c.path, role).cls
         if c.params:
             params[role] = dict(c.params)
-    text = choices["prompt"].text
-    name = next((n for n, t in prompt_options().items() if t == text or t == text + "\n" or t + "\n" == text), None)
+    text = _own_prompt(choices["prompt"].text)
+    name = next((n for n, t in prompt_options().items() if _own_prompt(t) == text), None)
     if name is None:
         return None
     plan["prompt"] = name
     if params:
         plan["params"] = params
     return plan
+
+
+def _own_prompt(text: str) -> str:
+    """prompt.yaml without the library prompts jitlab.resolve appends to a resolved harness (so a resolved and an
+    unresolved copy of one prompt compare equal)."""
+    return text.split("\n# Library prompts the code above uses")[0].rstrip()
 
 
 def parse_plan(reply: str) -> dict:
