@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_jit_commands(sub)
     add_bank_commands(sub)
     add_viz_commands(sub)
+    from jitlab.train.cli import add_train_commands
+    add_train_commands(sub)
     return parser
 
 
