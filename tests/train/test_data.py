@@ -10,34 +10,6 @@ from jitlab.generate.plan import check_plan, plan_messages, plan_of, plan_text
 from jitlab.train.config import Stage1DataConfig
 from jitlab.train.data import PlanStats, build_stage1, prefers
 
-RUNS = [("react", "scripted:pick-first", "dev"), ("resum", "scripted:pick-first", "dev"),
-        ("hiagent", "scripted:pick-hash", "dev"), ("random", "scripted:pick-first", "dev"),
-        ("react", "scripted:pick-hash", "test")]
-COMPOSE = {"M": "FullHistory", "P": "RoadmapPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "terse"}
-
-
-@pytest.fixture
-def evidence(tmp_path, monkeypatch):
-    """(run dirs, bank path): the seed grid in miniature plus a compose sample recorded in a bank."""
-    monkeypatch.setenv("JITLAB_BANK_RETRIEVAL", "bm25")
-    from jitlab.bank import Bank, Evaluation
-    from jitlab.envs.base import get_suite
-    from jitlab.generate.plan import plan_files
-    from jitlab.runner import RunConfig, run
-    runs = []
-    for harness, backbone, split in RUNS:
-        out = tmp_path / "runs" / f"{harness}-{backbone.split(':')[1]}-{split}"
-        run(RunConfig(suite="toy", harness=harness, backbone=backbone, split=split, limit=3, max_steps=6,
-                      out=str(out), quiet=True))
-        runs.append(str(out))
-    bank = Bank.create(tmp_path / "compose.sqlite", seeds=False)
-    sha = bank.add(plan_files(COMPOSE, "compose"), generator="compose")
-    task = get_suite("toy").tasks("dev")[2]
-    bank.update(sha, [Evaluation.for_task(task, success=True, reward=1.0, tokens=700, cost=0.0007, tool_calls=3)])
-    bank.close()
-    return runs, str(tmp_path / "compose.sqlite")
-
-
 def _recorded_best(runs) -> dict:
     """task id -> plan text of the best (reward up, cost down) harness, recomputed from the run records."""
     from jitlab.harness import read_files, resolve
@@ -59,11 +31,11 @@ def _recorded_best(runs) -> dict:
 
 
 def test_sft_examples_are_each_tasks_best_valid_plan_with_the_inference_prompt(evidence, tmp_path):
-    runs, bank = evidence
+    runs, bank, compose = evidence
     manifest = build_stage1(Stage1DataConfig(runs=runs, banks=[bank]), tmp_path / "data")
     sft = [json.loads(line) for line in (tmp_path / "data" / "sft.jsonl").read_text().splitlines()]
     expected = _recorded_best(runs)
-    expected["toy-dev-2"] = plan_text(COMPOSE)  # the bank's compose sample (reward 1.0) beats every run there
+    expected["toy-dev-2"] = plan_text(compose)  # the bank's compose sample (reward 1.0) beats every run there
     assert {r["task_id"]: r["plan"] for r in sft} == expected
     for row in sft:
         check_plan(json.loads(row["completion"][0]["content"]))
@@ -78,7 +50,7 @@ def test_sft_examples_are_each_tasks_best_valid_plan_with_the_inference_prompt(e
 
 
 def test_pairs_follow_the_pareto_rule(evidence, tmp_path):
-    runs, bank = evidence
+    runs, bank, _ = evidence
     build_stage1(Stage1DataConfig(runs=runs, banks=[bank]), tmp_path / "data")
     pairs = [json.loads(line) for line in (tmp_path / "data" / "pairs.jsonl").read_text().splitlines()]
     assert pairs
@@ -105,7 +77,7 @@ def test_prefers_on_hand_made_stats():
 
 
 def test_rerun_uses_the_validation_cache_and_is_identical(evidence, tmp_path):
-    runs, bank = evidence
+    runs, bank, _ = evidence
     first = build_stage1(Stage1DataConfig(runs=runs, banks=[bank]), tmp_path / "data")
     cached = json.loads((tmp_path / "data" / "validation.json").read_text())
     assert cached and all(v["ok"] for v in cached.values())
