@@ -7,10 +7,10 @@
 
 A plan names one library module per role (M memory, P planner, F capability policy, A action; class names from
 :func:`jitlab.generate.library.catalogue`), a prompt (a shipped variant, ``react``/``goal``/``terse``, or a seed's
-prompt, ``seed:<name>``) and, optionally, ``params`` overriding module fields. It is 45-75 tokens, against the
-3.5k-token prompt and ~500-token reply of ``code:``, which is what a 135M model can learn to write (issue 12;
-the meta-agent is trained on this format by :mod:`jitlab.train`). ``render_files`` turns it into the same five
-files compose writes, so a plan that checks out always compiles.
+prompt, ``seed:<name>``; baselines such as ``random`` offer none) and, optionally, ``params`` overriding module
+fields. It is 45-75 tokens, against the 3.5k-token prompt and ~500-token reply of ``code:``, which is what a 135M
+model can learn to write (issue 12; the meta-agent is trained on this format by :mod:`jitlab.train`).
+``render_files`` turns it into the same five files compose writes, so a plan that checks out always compiles.
 
 A reply that holds no JSON object, or a plan naming an unknown module, parameter or prompt, or breaking a coupling
 (:func:`jitlab.generate.library.requirements`), is not rendered: the candidate keeps the nearest reference's
@@ -30,8 +30,23 @@ from functools import lru_cache
 
 from jitlab.errors import HarnessError
 from jitlab.fields import check_fields
-from jitlab.generate.base import Candidate, Reference, prompt_hash, render
-from jitlab.generate.library import ROLES, Choice, catalogue, choices_of, option, prompt_variants, render_files, requirements
+from jitlab.generate.base import (
+    Candidate,
+    Reference,
+    describe_files,
+    prompt_hash,
+    render,
+)
+from jitlab.generate.library import (
+    ROLES,
+    Choice,
+    catalogue,
+    choices_of,
+    option,
+    prompt_variants,
+    render_files,
+    requirements,
+)
 
 __all__ = ["PlanConfig", "PlanError", "PlanGenerator", "check_plan", "parse_plan", "plan_files", "plan_messages",
            "plan_of", "plan_text", "prompt_options"]
@@ -65,10 +80,11 @@ def prompt_options() -> dict[str, str]:
     out = dict(prompt_variants())
     for name in seed_names():
         try:
-            text = read_files(seed_bank_dir() / name).get("prompt.yaml")
+            files = read_files(seed_bank_dir() / name)
         except (HarnessError, OSError):  # an incomplete seed offers no prompt; the bank reports it
             continue
-        if text and text not in out.values():
+        text = files.get("prompt.yaml")
+        if text and text not in out.values() and not describe_files(files).get("baseline"):
             out[f"seed:{name}"] = text
     return out
 

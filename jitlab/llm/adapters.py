@@ -55,7 +55,7 @@ def load_base(spec: str, dtype=None):
         path = embedded_gguf_path()
         directory, gguf = path.parent, path.name
     else:
-        directory, gguf = _parse_spec(spec[len("hf:"):] if spec.startswith("hf:") else spec)
+        directory, gguf = _parse_spec(spec.removeprefix("hf:"))
     tokenizer, model, _ = _load(directory, gguf, "cpu", dtype or torch.float32, True)
     return tokenizer, trainable(model)
 

@@ -71,8 +71,8 @@ def versions() -> dict:
 def git_sha() -> str | None:
     """The commit of the jitlab checkout this code runs from (None outside a git checkout)."""
     try:
-        res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True,
-                             timeout=10)
+        res = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return res.stdout.strip() or None if res.returncode == 0 else None

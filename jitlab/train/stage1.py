@@ -32,7 +32,13 @@ from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.train.config import Stage1Config
-from jitlab.train.records import file_sha256, read_jsonl, versions, write_json, write_jsonl
+from jitlab.train.records import (
+    file_sha256,
+    read_jsonl,
+    versions,
+    write_json,
+    write_jsonl,
+)
 
 __all__ = ["lora_config", "run_stage1", "training_arguments"]
 
@@ -49,15 +55,17 @@ def training_arguments(cfg: Stage1Config, phase: str, output_dir: Path) -> dict:
     """The TrainingArguments fields both phases share; CPU-safe precision and checkpointing from the config."""
     steps = cfg.sft_steps if phase == "sft" else cfg.dpo_steps
     epochs = cfg.sft_epochs if phase == "sft" else cfg.dpo_epochs
-    return dict(
-        output_dir=str(output_dir), max_length=cfg.max_length, num_train_epochs=epochs, max_steps=steps or -1,
-        learning_rate=cfg.sft_learning_rate if phase == "sft" else cfg.dpo_learning_rate,
-        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
-        warmup_steps=cfg.warmup_ratio, lr_scheduler_type=cfg.lr_scheduler, logging_steps=cfg.logging_steps,
-        save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
-        report_to=[r for r in cfg.reporters() if r != "none"] or "none", bf16=cfg.bf16,
-        gradient_checkpointing=cfg.gradient_checkpointing, use_cpu=cfg.use_cpu, seed=cfg.seed, data_seed=cfg.seed,
-        dataloader_num_workers=0, disable_tqdm=True)
+    return {
+        "output_dir": str(output_dir), "max_length": cfg.max_length, "num_train_epochs": epochs,
+        "max_steps": steps or -1,
+        "learning_rate": cfg.sft_learning_rate if phase == "sft" else cfg.dpo_learning_rate,
+        "per_device_train_batch_size": cfg.batch_size, "gradient_accumulation_steps": cfg.grad_accum,
+        "warmup_steps": cfg.warmup_ratio, "lr_scheduler_type": cfg.lr_scheduler, "logging_steps": cfg.logging_steps,
+        "save_strategy": "steps", "save_steps": cfg.save_steps, "save_total_limit": cfg.save_total_limit,
+        "report_to": [r for r in cfg.reporters() if r != "none"] or "none", "bf16": cfg.bf16,
+        "gradient_checkpointing": cfg.gradient_checkpointing, "use_cpu": cfg.use_cpu, "seed": cfg.seed,
+        "data_seed": cfg.seed,
+        "dataloader_num_workers": 0, "disable_tqdm": True}
 
 
 def _check_reporters(cfg: Stage1Config) -> None:

@@ -7,7 +7,14 @@ import pytest
 from jitlab.errors import ConfigError, UnknownName
 from jitlab.generate import get_generator
 from jitlab.generate.library import choices_of
-from jitlab.generate.plan import PlanError, check_plan, parse_plan, plan_files, plan_of, plan_text
+from jitlab.generate.plan import (
+    PlanError,
+    check_plan,
+    parse_plan,
+    plan_files,
+    plan_of,
+    plan_text,
+)
 from jitlab.harness import HARNESS_FILES, read_files, seed_bank_dir, seed_names
 from jitlab.llm.scripted import ScriptedBackbone, get_scripted
 

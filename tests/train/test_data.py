@@ -10,6 +10,7 @@ from jitlab.generate.plan import check_plan, plan_messages, plan_of, plan_text
 from jitlab.train.config import Stage1DataConfig
 from jitlab.train.data import PlanStats, build_stage1, prefers
 
+
 def _recorded_best(runs) -> dict:
     """task id -> plan text of the best (reward up, cost down) harness, recomputed from the run records."""
     from jitlab.harness import read_files, resolve
