@@ -7,12 +7,13 @@ train LoRA adapters with TRL's stock trainers, and produce adapters jitlab uses 
 
 Built so far: Stage I (task-conditioned plan SFT, then Pareto-preference DPO) for the ``plan`` format
 (:mod:`jitlab.generate.plan`): data from an offline teacher (:mod:`jitlab.train.data`), training
-(:mod:`jitlab.train.stage1`). Stage II (repair) and Stage III (Evo-GDPO) are to come.
+(:mod:`jitlab.train.stage1`); Stage II's data from fault injection (:mod:`jitlab.train.faults`,
+:mod:`jitlab.train.repair_data`). Stage II training and Stage III (Evo-GDPO) are to come.
 
 TRL, peft and torch are imported inside functions, so ``import jitlab.train`` is cheap. On a CPU keep
 ``bf16`` and ``gradient_checkpointing`` off (TRL defaults both on); the configs do.
 See README.md in this folder for one line per file.
 """
-from jitlab.train.config import Stage1Config, Stage1DataConfig, load_config
+from jitlab.train.config import Stage1Config, Stage1DataConfig, Stage2DataConfig, load_config
 
-__all__ = ["Stage1Config", "Stage1DataConfig", "load_config"]
+__all__ = ["Stage1Config", "Stage1DataConfig", "Stage2DataConfig", "load_config"]

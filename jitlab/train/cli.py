@@ -2,6 +2,7 @@
 inside the commands, so ``jitlab --help`` stays fast.
 
     jitlab train data stage1 --runs runs/grid/* --bank runs/jit-tw/bank.sqlite --out runs/train/data1
+    jitlab train data stage2 --set stage1_data=runs/train/data1 --out runs/train/data2
     jitlab train stage1 --config jitlab/train/configs/gpu/stage1.yaml --set data=runs/train/data1 --out runs/train/s1
     jitlab train stage1 --set data=runs/train/data1 --set sft_steps=20 --out runs/train/s1     # CPU defaults
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["add_train_commands", "cmd_train_data", "cmd_train_stage1"]
+__all__ = ["add_train_commands", "cmd_train_data", "cmd_train_data2", "cmd_train_stage1"]
 
 
 def _overrides(items) -> dict:
@@ -34,6 +35,16 @@ def cmd_train_data(args) -> int:
     cfg = load_config(Stage1DataConfig, args.config, overrides, **values)
     manifest = build_stage1(cfg, args.out)
     print(f"{args.out}: {json.dumps(manifest['counts'])}\n  dropped: {json.dumps(manifest['dropped'])}")
+    return 0
+
+
+def cmd_train_data2(args) -> int:
+    from jitlab.train.config import Stage2DataConfig, load_config
+    from jitlab.train.repair_data import build_stage2
+    manifest = build_stage2(load_config(Stage2DataConfig, args.config, _overrides(args.set)), args.out)
+    print(f"{args.out}: {manifest['counts']['examples']} repair examples "
+          f"({manifest['counts']['kind_mismatches']} with another diagnostic kind than intended)\n"
+          f"  dropped: {json.dumps(manifest['dropped'])}")
     return 0
 
 
@@ -67,6 +78,11 @@ def add_train_commands(sub) -> None:
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
     s.add_argument("--out", required=True, help="folder for sft.jsonl, pairs.jsonl, manifest.json")
     s.set_defaults(func=cmd_train_data)
+    s = dsub.add_parser("stage2", help="Stage II: faults injected into valid harnesses, with their known fix")
+    s.add_argument("--config", help="YAML of Stage2DataConfig fields")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument("--out", required=True, help="folder for repairs.jsonl, manifest.json")
+    s.set_defaults(func=cmd_train_data2)
     s = tsub.add_parser("stage1", help="Stage I: SFT then DPO, LoRA adapter loadable as hf:<out>/adapter (resumable)")
     s.add_argument("--config", help="YAML of Stage1Config fields (default: the CPU profile)")
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")

@@ -17,7 +17,7 @@ import yaml
 from jitlab.errors import ConfigError
 from jitlab.fields import SEED_MAX, check_fields
 
-__all__ = ["CONFIG_DIR", "Stage1Config", "Stage1DataConfig", "load_config"]
+__all__ = ["CONFIG_DIR", "Stage1Config", "Stage1DataConfig", "Stage2DataConfig", "load_config"]
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 _REPORTERS = ("none", "tensorboard", "trackio", "mlflow", "wandb")
@@ -47,6 +47,36 @@ class Stage1DataConfig:
         if "test" in self.splits:
             raise ConfigError("--splits must not include 'test': the meta-agent is trained on dev (or train) "
                               "tasks only and evaluated on test")
+
+
+@dataclass
+class Stage2DataConfig:
+    """Stage II data: faults injected into valid harnesses (code format) and plans (plan format), each with its
+    known-good fix, verified in the sandbox."""
+    seeds: bool = field(default=True, metadata={"help": "the seed harnesses (baselines excluded) are inputs"})
+    stage1_data: str | None = field(default=None, metadata={"help": "a Stage I data folder: its SFT plans (valid "
+                                                                    "by construction) are inputs too"})
+    only: list = field(default_factory=list, metadata={"help": "input names to use (seed names, stage1:<task id>; "
+                                                                "default: all)"})
+    formats: list = field(default_factory=lambda: ["code", "plan"], metadata={"help": "code and/or plan"})
+    ops: list = field(default_factory=list, metadata={"help": "fault operators to use (default: all; see "
+                                                              "jitlab.train.faults)"})
+    suite: str = field(default="textworld", metadata={"help": "suite whose first dev task the smoke episodes run on "
+                                                              "and the repair prompts show", "nonempty": True})
+    smoke_steps: int = field(default=2, metadata={"help": "smoke episode steps (runtime faults show only there)",
+                                                  "min": 1})
+    heldout_seeds: list = field(default_factory=lambda: ["roma", "gam"], metadata={
+        "help": "inputs whose faults form the held-out split (evaluation, not training)"})
+    heldout_ops: list = field(default_factory=lambda: ["view_returns_str", "param_type"], metadata={
+        "help": "operators whose faults form the held-out split"})
+    allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
+                                                                    "unavailable (recorded)"})
+
+    def __post_init__(self):
+        check_fields(self)
+        bad = sorted(set(self.formats) - {"code", "plan"})
+        if bad or not self.formats:
+            raise ConfigError(f"--formats must be code and/or plan, got {self.formats!r}")
 
 
 @dataclass
