@@ -14,6 +14,11 @@ TRL, peft and torch are imported inside functions, so ``import jitlab.train`` is
 ``bf16`` and ``gradient_checkpointing`` off (TRL defaults both on); the configs do.
 See README.md in this folder for one line per file.
 """
-from jitlab.train.config import Stage1Config, Stage1DataConfig, Stage2DataConfig, load_config
+from jitlab.train.config import (
+    Stage1Config,
+    Stage1DataConfig,
+    Stage2DataConfig,
+    load_config,
+)
 
 __all__ = ["Stage1Config", "Stage1DataConfig", "Stage2DataConfig", "load_config"]

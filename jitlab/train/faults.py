@@ -117,12 +117,12 @@ CODE_FAULTS = {
     "yaml_flow": ("parse_error", "prompt.yaml", _yaml_flow, "made prompt.yaml's system entry a block scalar again"),
     "rename_class": ("interface_mismatch", "action.py", _rename_class, "named the class Action, as the protocol needs"),
     "missing_file": ("import_error", "planning.py", None, "wrote the missing planning.py"),
-    "import_missing": ("import_error", "memory.py", _import_missing, "removed the import of a module that does "
-                                                                     "not exist"),
-    "raise_in_act": ("runtime_error", "action.py", _raise_in_act, "removed the act override that read a state key "
-                                                                  "nobody writes"),
-    "view_returns_str": ("runtime_error", "memory.py", _view_returns_str, "removed the view override that returned "
-                                                                          "a str instead of a View"),
+    "import_missing": ("import_error", "memory.py", _import_missing,
+                       "removed the import of a module that does not exist"),
+    "raise_in_act": ("runtime_error", "action.py", _raise_in_act,
+                     "removed the act override that read a state key nobody writes"),
+    "view_returns_str": ("runtime_error", "memory.py", _view_returns_str,
+                         "removed the view override that returned a str instead of a View"),
     "prompt_key_missing": ("runtime_error", "prompt.yaml", _prompt_key_missing, "restored the prompt's step template"),
 }
 

@@ -38,7 +38,13 @@ from jitlab.errors import ConfigError
 from jitlab.protocol import Completion
 from jitlab.train.config import Stage2DataConfig
 from jitlab.train.faults import CODE_FAULTS, PLAN_FAULTS, inject, inject_plan
-from jitlab.train.records import file_sha256, read_jsonl, versions, write_json, write_jsonl
+from jitlab.train.records import (
+    file_sha256,
+    read_jsonl,
+    versions,
+    write_json,
+    write_jsonl,
+)
 
 __all__ = ["SMOKE_BACKBONE", "build_stage2", "repair_prompt"]
 
@@ -79,7 +85,8 @@ def _inputs(cfg: Stage2DataConfig) -> list[tuple[str, dict]]:
     if cfg.stage1_data:
         path = Path(cfg.stage1_data) / "sft.jsonl"
         if not path.is_file():
-            raise ConfigError(f"--stage1-data {cfg.stage1_data}: no sft.jsonl; build it with `jitlab train data stage1`")
+            raise ConfigError(f"--stage1-data {cfg.stage1_data}: no sft.jsonl; build it with "
+                              "`jitlab train data stage1`")
         seen = set()
         for row in read_jsonl(path):
             if row["plan"] not in seen:
@@ -120,7 +127,8 @@ def build_stage2(cfg: Stage2DataConfig, out: str | Path) -> dict:
     def validate(files: dict) -> dict:
         sha = harness_sha(files)
         if sha not in cache:
-            llm = LLMHandle(get_scripted(SMOKE_BACKBONE.split(":", 1)[1]), Budget(max_tokens=10 ** 6), None, seed=0, phase="select")
+            backbone = get_scripted(SMOKE_BACKBONE.split(":", 1)[1])
+            llm = LLMHandle(backbone, Budget(max_tokens=10 ** 6), None, seed=0, phase="select")
             v = validate_files(files, task, suite, llm, config, out / "validate")
             cache[sha] = {"ok": v.ok, "stage": v.stage, "diagnostic": v.diagnostic}
             write_json(cache_path, cache)

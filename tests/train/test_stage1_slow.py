@@ -52,7 +52,8 @@ def test_two_step_sft_and_dpo_give_an_adapter_that_loads_as_a_plan_generator(dat
         assert any("loss" in h for h in history)
         weights = load_file(out / phase / "adapter" / "adapter_model.safetensors")
         assert any(k.endswith("lora_B.weight") and v.abs().sum() > 0 for k, v in weights.items()), "LoRA never updated"
-    assert any("rewards/margins" in json.loads(line) for line in (out / "dpo" / "log_history.jsonl").read_text().splitlines())
+    dpo_log = (out / "dpo" / "log_history.jsonl").read_text().splitlines()
+    assert any("rewards/margins" in json.loads(line) for line in dpo_log)
     assert manifest["adapter"] == "dpo/adapter" and (out / "adapter" / "adapter_config.json").is_file()
     assert manifest["data"]["sft.jsonl"] and manifest["versions"]["trl"] == "1.16.0"
 
