@@ -117,3 +117,21 @@ def test_jit_accepts_a_plan_generator():
     JITConfig(suite="toy", generator="plan:scripted:look").check()
     with pytest.raises(ConfigError, match="plan:<backbone>"):
         JITConfig(suite="toy", generator="planner").check()
+
+
+def test_streaming_jit_runs_the_harness_a_plan_generator_planned(tmp_path):
+    from jitlab.jit import JITConfig, run_jit
+    from jitlab.sandbox import probe
+    from jitlab.store import load
+    cfg = JITConfig(suite="toy", mode="streaming", generator="plan:scripted:reply:" + json.dumps(GOOD),
+                    backbone="scripted:pick-first", limit=2, retrieval="bm25", cache=False, smoke_steps=2,
+                    out=str(tmp_path / "jit"), quiet=True, allow_unisolated=not probe()[0])
+    out = run_jit(cfg)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["valid_candidates"] == summary["candidates"] == 2
+    eps = load(out)["episodes"]
+    for extra in eps[eps["final"]]["extra"]:
+        extra = json.loads(extra)
+        assert extra["harness_generator"] == cfg.generator and extra["repair_rounds"] == 0
+        files = read_files(out / extra["harness_dir"])
+        assert plan_of(files) == GOOD
