@@ -8,7 +8,11 @@ Pareto preference pairs.
 
 Evidence: every finished episode of the given run directories (``jitlab.store.load``: the seed grid, compose or
 JIT runs; a JIT run's candidates are read from its own bank.sqlite) and every evaluation in the given banks (compose
-search samples, JIT candidates). Each harness is read back into a plan (:func:`jitlab.generate.plan.plan_of`);
+search samples, JIT candidates); an evaluation found in both a run and a bank (same harness, task and metrics) counts
+once. Teachers are whatever produced that evidence on dev tasks: the seed grid (``jitlab run --split dev``), compose
+search (``jitlab jit --generator compose --split dev``) and, with a key or server, a strong model writing plans
+(``jitlab jit --generator plan:litellm:<model> --split dev``); pass runs of one executor backbone, since rewards of
+different executors are not comparable. Each harness is read back into a plan (:func:`jitlab.generate.plan.plan_of`);
 harnesses a plan cannot express (a role written as a file of its own) are dropped and counted. Evidence for the
 same plan on the same task is averaged (reward, cost in USD, tokens); tokens are the deterministic latency proxy
 (wall time is noise on a shared machine).
@@ -149,7 +153,16 @@ def collect_evidence(cfg: Stage1DataConfig) -> tuple[list[Evidence], dict]:
         drops["sha_mismatch"] += d["sha_mismatch"]
     for bank in cfg.banks:
         evidence += _bank_evidence(Path(bank))
-    return evidence, drops
+    # a JIT run's episodes are also in its bank: passing both must not count them twice
+    unique, seen = [], set()
+    for e in evidence:
+        key = (e.sha, e.task_id, round(e.reward, 9), round(e.cost, 12), round(e.tokens, 3))
+        if key in seen and not e.harness_error:
+            drops["duplicate"] = drops.get("duplicate", 0) + 1
+            continue
+        seen.add(key)
+        unique.append(e)
+    return unique, drops
 
 
 def prefers(a: PlanStats, b: PlanStats) -> str | None:

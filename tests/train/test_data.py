@@ -91,3 +91,18 @@ def test_test_split_and_empty_evidence_are_refused():
         Stage1DataConfig(runs=["x"], splits=["dev", "test"])
     with pytest.raises(ConfigError, match="no evidence"):
         build_stage1(Stage1DataConfig(), "/tmp/never-written")
+
+
+def test_an_evaluation_in_both_a_run_and_a_bank_counts_once(evidence, tmp_path):
+    from jitlab.bank import Bank, Evaluation
+    from jitlab.harness import read_files, resolve
+    from jitlab.store import load
+    runs, _, _ = evidence
+    frames = load(runs[0])   # react on dev: record its episodes in a bank too, as a JIT run does
+    bank = Bank.create(tmp_path / "mirror.sqlite", seeds=False)
+    sha = bank.add(read_files(resolve("react")), generator="seed")
+    bank.update(sha, [Evaluation.from_episode({**row, "suite": "toy"}) for row in frames["episodes"].to_dict("records")])
+    bank.close()
+    once = build_stage1(Stage1DataConfig(runs=[runs[0]]), tmp_path / "a")
+    both = build_stage1(Stage1DataConfig(runs=[runs[0]], banks=[str(tmp_path / "mirror.sqlite")]), tmp_path / "b")
+    assert both["dropped"]["duplicate"] == 3 and both["counts"]["evidence"] == once["counts"]["evidence"] == 3
