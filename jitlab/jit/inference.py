@@ -47,6 +47,7 @@ from pathlib import Path
 from jitlab.envs.base import get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.fields import SEED_MAX, check_fields
+from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.record import read_jit_record
 from jitlab.runtime import (
     EPISODE_MAX_TOKENS,
@@ -72,7 +73,7 @@ class JITConfig:
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
     mode: str = field(default="streaming", metadata={"help": "static (N candidates, pick one) or streaming "
                                                              "(retrieve, generate, run, update the bank)", "choices": MODES})
-    generator: str = field(default="compose", metadata={"help": "compose | code:<backbone>"})
+    generator: str = field(default="compose", metadata={"help": "compose | code:<backbone> | plan:<backbone>"})
     backbone: str = field(default="embedded", metadata={"help": "backbone that runs the harness (and scores "
                                                                 "compose's options)"})
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options of the backbones"})
@@ -145,10 +146,10 @@ class JITConfig:
         if self.on_invalid not in ("fallback", "fail"):
             raise ConfigError(f"on_invalid must be 'fallback' or 'fail', got {self.on_invalid!r}")
         check_name(self.backbone)
-        if self.generator.startswith("code:"):
-            check_name(self.generator[len("code:"):])
+        if generator_backbone(self.generator):
+            check_name(generator_backbone(self.generator))
         elif self.generator != "compose":
-            raise ConfigError(f"--generator must be 'compose' or 'code:<backbone>', got {self.generator!r}")
+            raise ConfigError(f"--generator must be 'compose', 'code:<backbone>' or 'plan:<backbone>', got {self.generator!r}")
         if self.judge_backbone:
             check_name(self.judge_backbone)
         if self.concurrency < 1 or (self.mode == "streaming" and self.concurrency > 1):
@@ -164,7 +165,7 @@ def cost_estimate(cfg: JITConfig, tasks: int, smoke_max_tokens: int) -> str:
     its budget by one reply)."""
     from jitlab.runner import known_price
     names = {cfg.backbone, cfg.judge_backbone or cfg.backbone,
-             cfg.generator[len("code:"):] if cfg.generator.startswith("code:") else cfg.backbone}
+             generator_backbone(cfg.generator) or cfg.backbone}
     prices = [known_price(name, cfg.backbone_options) for name in names]
     if not tasks or any(p is None for p in prices):
         return ""
@@ -276,7 +277,7 @@ class _JIT:
         config = {**cfg.fingerprinted(), "harness": f"jit-{cfg.mode}:{cfg.generator}", "b0": b0}
         exec_bb = LazyBackbone(cfg.backbone, cfg.backbone_options)  # name errors before the run's lock is taken
         self.backbones = {"exec": exec_bb}
-        gen_name = cfg.generator[len("code:"):] if cfg.generator.startswith("code:") else cfg.backbone
+        gen_name = generator_backbone(cfg.generator) or cfg.backbone
         self.backbones["gen"] = exec_bb if gen_name == cfg.backbone else LazyBackbone(gen_name, cfg.backbone_options)
         judge = cfg.judge_backbone or cfg.backbone
         self.backbones["judge"] = exec_bb if judge == cfg.backbone else LazyBackbone(judge, cfg.backbone_options)

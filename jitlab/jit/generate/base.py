@@ -36,6 +36,7 @@ __all__ = [
     "Generator",
     "Reference",
     "describe_files",
+    "generator_backbone",
     "get_generator",
     "prompt_hash",
     "render",
@@ -44,11 +45,12 @@ __all__ = [
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 # Generators by short name -> "module:factory", loaded on use like suites and backbones, so this module never
-# imports a generator (they import it). A factory takes (name, backbone_handle, **config); "code" takes a
-# backbone after the colon (code:<backbone>). Any "package.module:factory" path works too.
+# imports a generator (they import it). A factory takes (name, backbone_handle, **config); "code" and "plan"
+# take a backbone after the colon (code:<backbone>). Any "package.module:factory" path works too.
 GENERATORS: dict[str, str] = {
     "compose": "jitlab.jit.generate.compose:make_generator",
     "code": "jitlab.jit.generate.code:make_generator",
+    "plan": "jitlab.jit.generate.plan:make_generator",
 }
 
 
@@ -134,15 +136,24 @@ def prompt_hash(messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
 
 
+def generator_backbone(name: str) -> str | None:
+    """The backbone a ``code:<backbone>`` or ``plan:<backbone>`` generator writes with (None for compose)."""
+    for prefix in ("code:", "plan:"):
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return name[len(prefix):]
+    return None
+
+
 def get_generator(name: str, backbone_handle=None, **config) -> Generator:
-    """``compose``, ``code:<backbone>`` or ``package.module:factory``. ``backbone_handle`` (an LLMHandle) is the
-    default handle for generate/repair calls; ``config`` sets fields of the generator's config dataclass."""
+    """``compose``, ``code:<backbone>``, ``plan:<backbone>`` or ``package.module:factory``. ``backbone_handle``
+    (an LLMHandle) is the default handle for generate/repair calls; ``config`` sets fields of the generator's config
+    dataclass."""
     import importlib
     kind, _, rest = name.partition(":")
-    if kind == "code" and not rest:
+    if kind in ("code", "plan") and not rest:
         kind = ""
     target = GENERATORS.get(kind) or (name if "." in kind and rest else None)
     if target is None:
-        raise UnknownName("generator", name, [k + ":<backbone>" if k == "code" else k for k in GENERATORS])
+        raise UnknownName("generator", name, [k + ":<backbone>" if k in ("code", "plan") else k for k in GENERATORS])
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)(name, backbone_handle, **config)

@@ -1,0 +1,90 @@
+"""``jitlab train``: build training data and train the meta-agent (jitlab.train). Heavy imports (torch, TRL) happen
+inside the commands, so ``jitlab --help`` stays fast.
+
+    jitlab train data stage1 --runs runs/grid/* --bank runs/jit-tw/bank.sqlite --out runs/train/data1
+    jitlab train data stage2 --set stage1_data=runs/train/data1 --out runs/train/data2
+    jitlab train stage1 --config jitlab/train/configs/gpu/stage1.yaml --set data=runs/train/data1 --out runs/train/s1
+    jitlab train stage1 --set data=runs/train/data1 --set sft_steps=20 --out runs/train/s1     # CPU defaults
+
+Rerunning the same ``stage1`` command resumes it (finished phases are skipped, a killed one restarts from its newest
+checkpoint). ``--set KEY=VALUE`` (repeatable, YAML values) overrides the config file's fields.
+"""
+from __future__ import annotations
+
+import json
+
+__all__ = ["add_train_commands", "cmd_train_data", "cmd_train_data2", "cmd_train_stage1"]
+
+
+def _overrides(items) -> dict:
+    from jitlab.errors import ConfigError
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def cmd_train_data(args) -> int:
+    from jitlab.train.config import Stage1DataConfig, load_config
+    from jitlab.train.data import build_stage1
+    overrides = _overrides(args.set)
+    values = {"runs": args.runs or None, "banks": args.bank or None}
+    cfg = load_config(Stage1DataConfig, args.config, overrides, **values)
+    manifest = build_stage1(cfg, args.out)
+    print(f"{args.out}: {json.dumps(manifest['counts'])}\n  dropped: {json.dumps(manifest['dropped'])}")
+    return 0
+
+
+def cmd_train_data2(args) -> int:
+    from jitlab.train.config import Stage2DataConfig, load_config
+    from jitlab.train.repair_data import build_stage2
+    manifest = build_stage2(load_config(Stage2DataConfig, args.config, _overrides(args.set)), args.out)
+    print(f"{args.out}: {manifest['counts']['examples']} repair examples "
+          f"({manifest['counts']['kind_mismatches']} with another diagnostic kind than intended)\n"
+          f"  dropped: {json.dumps(manifest['dropped'])}")
+    return 0
+
+
+def cmd_train_stage1(args) -> int:
+    from jitlab.train.config import Stage1Config, load_config
+    from jitlab.train.stage1 import run_stage1
+    cfg = load_config(Stage1Config, args.config, _overrides(args.set))
+    print(f"jitlab train stage1: {cfg.base} on {cfg.data} -> {args.out}", flush=True)
+    manifest = run_stage1(cfg, args.out)
+    for name, phase in manifest["phases"].items():
+        if phase.get("skipped"):
+            print(f"  {name}: skipped ({phase['skipped']})")
+        else:
+            print(f"  {name}: {phase['global_step']} steps on {phase['examples']} examples, loss "
+                  f"{phase['first_loss']} -> {phase['last_loss']}, {phase['wall_s']} s"
+                  + (f" (resumed from {phase['resumed_from']})" if phase.get("resumed_from") else ""))
+    print(f"adapter: {args.out}/adapter   (use as hf:{args.out}/adapter or plan:hf:{args.out}/adapter)")
+    return 0
+
+
+def add_train_commands(sub) -> None:
+    """Register ``jitlab train`` on the ``jitlab`` parser's subparsers."""
+    p = sub.add_parser("train", help="build training data and train the meta-agent (TRL + peft)")
+    tsub = p.add_subparsers(dest="train_command", required=True)
+    d = tsub.add_parser("data", help="build a stage's training data from recorded runs and banks")
+    dsub = d.add_subparsers(dest="data_stage", required=True)
+    s = dsub.add_parser("stage1", help="Stage I: each dev task's best valid plan (SFT) and Pareto pairs (DPO)")
+    s.add_argument("--runs", nargs="+", metavar="RUN_DIR", help="run directories (jitlab run / jit)")
+    s.add_argument("--bank", nargs="+", metavar="BANK", help="bank.sqlite files whose evaluations count too")
+    s.add_argument("--config", help="YAML of Stage1DataConfig fields")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument("--out", required=True, help="folder for sft.jsonl, pairs.jsonl, manifest.json")
+    s.set_defaults(func=cmd_train_data)
+    s = dsub.add_parser("stage2", help="Stage II: faults injected into valid harnesses, with their known fix")
+    s.add_argument("--config", help="YAML of Stage2DataConfig fields")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument("--out", required=True, help="folder for repairs.jsonl, manifest.json")
+    s.set_defaults(func=cmd_train_data2)
+    s = tsub.add_parser("stage1", help="Stage I: SFT then DPO, LoRA adapter loadable as hf:<out>/adapter (resumable)")
+    s.add_argument("--config", help="YAML of Stage1Config fields (default: the CPU profile)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
+    s.set_defaults(func=cmd_train_stage1)

@@ -1,0 +1,271 @@
+"""Plan generator ``plan:<backbone>``: the backbone writes a small JSON *plan*, the compose renderer writes the files.
+
+    gen = get_generator("plan:embedded", handle)
+    cand = gen.generate(task.public(), references, handle, index=0)
+    cand.meta["plan"]     # {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction",
+                          #  "prompt": "goal", "params": {"M": {"max_chars": 4000}}}
+
+A plan names one library module per role (M memory, P planner, F capability policy, A action; class names from
+:func:`jitlab.jit.generate.library.catalogue`), a prompt (a shipped variant, ``react``/``goal``/``terse``, or a seed's
+prompt, ``seed:<name>``; baselines such as ``random`` offer none) and, optionally, ``params`` overriding module
+fields. It is 45-75 tokens, against the 3.5k-token prompt and ~500-token reply of ``code:``, which is what a 135M
+model can learn to write (issue 12; the meta-agent is trained on this format by :mod:`jitlab.train`).
+``render_files`` turns it into the same five files compose writes, so a plan that checks out always compiles.
+
+A reply that holds no JSON object, or a plan naming an unknown module, parameter or prompt, or breaking a coupling
+(:func:`jitlab.jit.generate.library.requirements`), is not rendered: the candidate keeps the nearest reference's
+files, ``meta["parsed_files"] == []`` and ``meta["parse_error"]`` says what was wrong, so ``repair.unwritten``
+sends it to repair as a ``parse_error``, like a code candidate without file blocks. ``repair`` shows the broken
+plan (or the raw reply) with the diagnostic and asks for a corrected plan.
+
+``plan_of(files)`` reads a harness back into a plan (None when a role is not a library module), which is how the
+offline teacher (:mod:`jitlab.train.data`) turns recorded harnesses into training targets.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from jitlab.errors import HarnessError
+from jitlab.fields import check_fields
+from jitlab.jit.generate.base import (
+    Candidate,
+    Reference,
+    describe_files,
+    prompt_hash,
+    render,
+)
+from jitlab.jit.generate.library import (
+    ROLES,
+    Choice,
+    catalogue,
+    choices_of,
+    option,
+    prompt_variants,
+    render_files,
+    requirements,
+)
+
+__all__ = ["PlanConfig", "PlanError", "PlanGenerator", "check_plan", "parse_plan", "plan_files", "plan_messages",
+           "plan_of", "plan_text", "prompt_options"]
+
+PLAN_KEYS = (*ROLES, "prompt", "params")
+
+
+class PlanError(HarnessError):
+    """A reply that is not a usable plan; the message says what is wrong (shown to repair)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, None, "parse_error")
+
+
+@dataclass
+class PlanConfig:
+    """How the plan generator prompts its backbone."""
+    max_new_tokens: int = field(default=160, metadata={"help": "tokens the backbone may write per plan", "min": 8})
+    repair_max_new_tokens: int = field(default=160, metadata={"help": "tokens per repaired plan", "min": 8})
+    temperature: float = field(default=0.8, metadata={"help": "sampling temperature of candidates after the first",
+                                                      "min": 0})
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+@lru_cache(maxsize=1)
+def prompt_options() -> dict[str, str]:
+    """{prompt name: prompt.yaml text}: the shipped variants, then ``seed:<name>`` for each seed's own prompt."""
+    from jitlab.harness import read_files, seed_bank_dir, seed_names
+    out = dict(prompt_variants())
+    for name in seed_names():
+        try:
+            files = read_files(seed_bank_dir() / name)
+        except (HarnessError, OSError):  # an incomplete seed offers no prompt; the bank reports it
+            continue
+        text = files.get("prompt.yaml")
+        if text and text not in out.values() and not describe_files(files).get("baseline"):
+            out[f"seed:{name}"] = text
+    return out
+
+
+def plan_text(plan: dict) -> str:
+    """The canonical one-line JSON of a plan (keys in M, P, F, A, prompt, params order; params only when set)."""
+    ordered = {k: plan[k] for k in PLAN_KEYS if k in plan and (k != "params" or plan[k])}
+    if "params" in ordered:
+        ordered["params"] = {r: dict(sorted(p.items())) for r, p in sorted(ordered["params"].items()) if p}
+    return json.dumps(ordered, ensure_ascii=False)
+
+
+def plan_of(files: dict[str, str]) -> dict | None:
+    """The plan a harness's files express, or None when a role is a file of its own (not a library module) or its
+    prompt is neither a variant nor a seed's."""
+    choices = choices_of(files)
+    plan: dict = {}
+    params = {}
+    for role in ROLES:
+        c = choices[role]
+        if c.kind != "library":
+            return None
+        plan[role] = option(c.path, role).cls
+        if c.params:
+            params[role] = dict(c.params)
+    text = _own_prompt(choices["prompt"].text)
+    name = next((n for n, t in prompt_options().items() if _own_prompt(t) == text), None)
+    if name is None:
+        return None
+    plan["prompt"] = name
+    if params:
+        plan["params"] = params
+    return plan
+
+
+def _own_prompt(text: str) -> str:
+    """prompt.yaml without the library prompts jitlab.resolve appends to a resolved harness (so a resolved and an
+    unresolved copy of one prompt compare equal)."""
+    return text.split("\n# Library prompts the code above uses")[0].rstrip()
+
+
+def parse_plan(reply: str) -> dict:
+    """The first JSON object in ``reply`` (code fences and text around it are ignored); PlanError if none."""
+    decoder = json.JSONDecoder()
+    start = reply.find("{")
+    error = "the reply holds no JSON object"
+    while start != -1:
+        try:
+            obj, _ = decoder.raw_decode(reply, start)
+        except json.JSONDecodeError as exc:
+            error = f"the reply's JSON does not parse ({exc.msg} at character {exc.pos})"
+        else:
+            if isinstance(obj, dict):
+                return obj
+        start = reply.find("{", start + 1)
+    raise PlanError(f"{error}; reply with one JSON object such as "
+                    '{"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"}')
+
+
+def _param_ok(value, default) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return type(value) is type(default)
+
+
+def check_plan(plan: dict) -> dict[str, Choice]:
+    """The choices a plan stands for; PlanError naming the first problem (unknown key, module, parameter, prompt,
+    a parameter of the wrong type, or a broken coupling)."""
+    if not isinstance(plan, dict):
+        raise PlanError(f"a plan is a JSON object, got {type(plan).__name__}")
+    unknown = sorted(set(plan) - set(PLAN_KEYS))
+    if unknown:
+        raise PlanError(f"unknown plan key(s) {', '.join(unknown)}; keys are {', '.join(PLAN_KEYS)}")
+    params = plan.get("params") or {}
+    if not isinstance(params, dict) or any(not isinstance(v, dict) for v in params.values()):
+        raise PlanError('"params" must map a role to {parameter: value}, e.g. {"M": {"max_chars": 4000}}')
+    choices: dict[str, Choice] = {}
+    for role in ROLES:
+        name = plan.get(role)
+        names = [o.cls for o in catalogue()[role]]
+        if not isinstance(name, str) or name not in names:
+            raise PlanError(f"{role} must be one of {', '.join(names)}, got {name!r}")
+        opt = option(name, role)
+        given = params.get(role, {})
+        defaults = opt.defaults()
+        for key, value in given.items():
+            if key not in defaults:
+                raise PlanError(f"{name} has no parameter {key!r}; it has {', '.join(defaults) or 'none'}")
+            if not _param_ok(value, defaults[key]):
+                raise PlanError(f"{name}.{key} must be {type(defaults[key]).__name__}, got {value!r}")
+        choices[role] = Choice(role, "library", opt.path, dict(given), label=opt.label, source="plan")
+    extra = sorted(set(params) - set(ROLES))
+    if extra:
+        raise PlanError(f"params for unknown role(s) {', '.join(extra)}; roles are {', '.join(ROLES)}")
+    for role, c in choices.items():
+        for other, need in requirements().get(c.path, {}).items():
+            if choices[other].path != need:
+                raise PlanError(f"{plan[role]} ({role}) only works with {need.split(':')[1]} as {other}, "
+                                f"got {plan[other]}")
+    prompts = prompt_options()
+    if plan.get("prompt") not in prompts:
+        raise PlanError(f"prompt must be one of {', '.join(prompts)}, got {plan.get('prompt')!r}")
+    name = plan["prompt"]
+    choices["prompt"] = Choice("prompt", "variant", text=prompts[name], label=f"prompt {name}", source=f"prompt:{name}")
+    return choices
+
+
+def plan_files(plan: dict, generator: str = "plan", name: str | None = None) -> dict[str, str]:
+    """The five harness files of a plan (PlanError if it does not check out)."""
+    choices = check_plan(plan)
+    ident = hashlib.sha256(plan_text(plan).encode()).hexdigest()[:10]
+    return render_files(choices, name=name or f"plan-{ident}", lineage={"generator": generator, "plan": plan_text(plan)})
+
+
+def plan_messages(task: dict, references: list[Reference]) -> list[dict]:
+    """The plan prompt (one user message): task, the options per role by name, and the references' plans."""
+    refs = []
+    for r in references:
+        plan = plan_of(r.files)
+        if plan is not None:
+            refs.append({"name": r.name, "plan": plan_text(plan), "reward": r.mean_reward if r.evaluated else None})
+    options = {role: [o.cls for o in catalogue()[role]] for role in ROLES}
+    return [{"role": "user", "content": render("plan_user.j2", task=task, options=options,
+                                               prompts=list(prompt_options()), references=refs)}]
+
+
+class PlanGenerator:
+    """See the module docstring. ``name`` is ``plan:<backbone>``."""
+
+    def __init__(self, name: str, llm=None, config: PlanConfig | None = None):
+        self.name, self.llm, self.config = name, llm, config or PlanConfig()
+
+    def messages(self, task: dict, references: list[Reference]) -> list[dict]:
+        return plan_messages(task, references)
+
+    def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate:
+        llm = llm or self.llm
+        messages = self.messages(task, references)
+        params = {"max_new_tokens": self.config.max_new_tokens}
+        if index > 0:
+            params.update(temperature=self.config.temperature, seed=index)
+        reply = llm.chat(messages, **params).text
+        nearest = references[0] if references else None
+        try:
+            plan = parse_plan(reply)
+            files = plan_files(plan, self.name)
+        except PlanError as exc:
+            files = dict(nearest.files) if nearest else plan_files(_BASIC_PLAN, self.name)
+            meta = {"strategy": "plan", "parsed_files": [], "parse_error": str(exc), "reply": reply,
+                    "fallback_from": nearest.sha if nearest else None}
+        else:
+            meta = {"strategy": "plan", "plan": plan, "parsed_files": sorted(files), "reply": reply}
+        return Candidate(files, self.name, index, [r.sha for r in references], prompt_hash(messages), None, meta)
+
+    def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate:
+        llm = llm or self.llm
+        before = candidate.meta.get("plan")
+        shown = plan_text(before) if before else str(candidate.meta.get("reply", ""))[:600]
+        messages = self.messages(task, []) + [
+            {"role": "assistant", "content": shown},
+            {"role": "user", "content": render("plan_repair.j2", diagnostic=diagnostic)}]
+        reply = llm.chat(messages, max_new_tokens=self.config.repair_max_new_tokens).text
+        meta = {k: v for k, v in candidate.meta.items() if k not in ("reply", "parse_error")}
+        meta.update(repair_round=round, reply=reply)
+        try:
+            plan = parse_plan(reply)
+            files = plan_files(plan, self.name)
+        except PlanError as exc:
+            # still no plan: the files stay as they were and the next check reports the parse_error again
+            meta.update(parsed_files=[], repair_parsed_files=[], parse_error=str(exc))
+            files = candidate.files
+        else:
+            meta.update(plan=plan, repair_parsed_files=sorted(files))
+        return Candidate(files, self.name, candidate.index, list(candidate.parents), prompt_hash(messages), None, meta)
+
+
+_BASIC_PLAN = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"}
+
+
+def make_generator(name: str, backbone_handle=None, **config) -> PlanGenerator:
+    """The registry's factory (``GENERATORS`` in jitlab/jit/generate/base.py): ``plan:<backbone>`` with its config fields."""
+    return PlanGenerator(name, backbone_handle, PlanConfig(**config))

@@ -1,0 +1,81 @@
+"""peft LoRA adapters as backbones: ``hf:<adapter dir>`` loads the base model, merges the adapter(s), and chats.
+
+    from jitlab.llm import get_backbone
+    llm = get_backbone("hf:runs/train/stage1/adapter")     # a folder with adapter_config.json (peft)
+    gen = get_generator("plan:hf:runs/train/stage1/adapter", handle)
+
+Which base: ``jitlab_base.json`` in the adapter folder (written by :mod:`jitlab.train`) names it as a backbone spec,
+``embedded`` or ``hf:<dir>[#file.gguf]`` (resolved on the machine that loads it, so a run folder moves between
+machines), plus ``below``: earlier adapters (paths relative to this folder) merged into the base first. A stage
+trained on top of a previous stage's merged policy records that chain, so its adapter alone is enough to load it.
+Without that file, peft's ``base_model_name_or_path`` must be a local directory (nothing is downloaded).
+
+The adapters are merged into the weights (``merge_and_unload``), so generation runs at the base model's speed.
+``jitlab.llm.hf.load_base`` is also the training side's loader (jitlab.train): a model de-quantized from GGUF keeps a GGUF
+"quantizer" that makes transformers and peft refuse to train it; ``trainable`` clears it (the weights are floats).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jitlab.errors import ConfigError
+
+__all__ = ["ADAPTER_CONFIG", "BASE_FILE", "is_adapter_dir", "load_adapter", "trainable", "write_base"]
+
+ADAPTER_CONFIG = "adapter_config.json"
+BASE_FILE = "jitlab_base.json"
+
+
+def is_adapter_dir(directory: str | Path) -> bool:
+    return (Path(directory) / ADAPTER_CONFIG).is_file()
+
+
+def write_base(directory: str | Path, base: str, below: list[str] | tuple = ()) -> None:
+    """Record the base backbone spec and the earlier adapters (relative to ``directory``) an adapter sits on."""
+    (Path(directory) / BASE_FILE).write_text(json.dumps({"base": base, "below": list(below)}, indent=1) + "\n")
+
+
+def trainable(model):
+    """Drop the GGUF quantizer and quantization_config a de-quantized model still carries (see module docstring)."""
+    model.hf_quantizer = None
+    model.config.__dict__.pop("quantization_config", None)
+    if hasattr(model, "is_quantized"):
+        model.is_quantized = False
+    return model
+
+
+def _base_of(directory: Path) -> tuple[str, list[Path]]:
+    info_path = directory / BASE_FILE
+    if info_path.is_file():
+        try:
+            info = json.loads(info_path.read_text())
+            return str(info["base"]), [(directory / p).resolve() for p in info.get("below", [])]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{info_path} is not a jitlab adapter base record ({exc}); it needs "
+                              '{"base": "embedded" | "hf:<dir>", "below": [...]}') from exc
+    try:
+        base = json.loads((directory / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path") or ""
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{directory / ADAPTER_CONFIG} does not parse ({exc})") from exc
+    if not base or not Path(base).is_dir():
+        raise ConfigError(f"adapter {directory}: base model {base!r} is not a local directory and the folder has no "
+                          f"{BASE_FILE}; write one: {{\"base\": \"embedded\"}} or {{\"base\": \"hf:<dir>\"}}")
+    return f"hf:{base}", []
+
+
+def load_adapter(directory: str | Path, load_base, dtype=None):
+    """(tokenizer, model) of an adapter folder: its base with every adapter below it and itself merged in.
+    ``load_base(spec, dtype)`` loads the base (jitlab.llm.hf.load_base; passed in so this module never imports hf)."""
+    from peft import PeftModel
+    directory = Path(directory).resolve()
+    base, below = _base_of(directory)
+    tokenizer, model = load_base(base, dtype)
+    for adapter in [*below, directory]:
+        if not is_adapter_dir(adapter):
+            raise ConfigError(f"adapter {directory}: {adapter} (listed in {BASE_FILE}) holds no {ADAPTER_CONFIG}")
+        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    if (directory / "tokenizer_config.json").is_file():
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    return tokenizer, model

@@ -1,0 +1,181 @@
+"""Training configs: one dataclass per stage, with ``help`` metadata, bounds checked by :mod:`jitlab.fields`,
+loadable from YAML (``load_config``). The defaults are the CPU profile (SmolLM2-135M, ``bf16=False``,
+``gradient_checkpointing=False``: TRL's own configs default both to True, which is slow or useless on a CPU);
+``jitlab/train/configs/gpu/*.yaml`` are the GPU profile, shipped inside the package.
+
+    cfg = load_config(Stage1Config, "jitlab/train/configs/gpu/stage1.yaml", data="runs/train/data1")
+    jitlab train stage1 --config my.yaml --out runs/train/stage1 [--set sft_steps=2]
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from jitlab.errors import ConfigError
+from jitlab.fields import SEED_MAX, check_fields
+
+__all__ = ["CONFIG_DIR", "Stage1Config", "Stage1DataConfig", "Stage2DataConfig", "load_config"]
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+_REPORTERS = ("none", "tensorboard", "trackio", "mlflow", "wandb")
+
+
+@dataclass
+class Stage1DataConfig:
+    """Stage I data (offline teacher): recorded runs and banks -> SFT examples and Pareto preference pairs."""
+    runs: list = field(default_factory=list, metadata={"help": "run directories (jitlab run / jit) whose episodes "
+                                                                "are the teacher's evidence"})
+    banks: list = field(default_factory=list, metadata={"help": "bank files whose evaluations are evidence too "
+                                                                "(compose search samples, JIT candidates)"})
+    splits: list = field(default_factory=lambda: ["dev", "train"], metadata={
+        "help": "task splits the data may come from; 'test' is refused (never train on test)"})
+    k_references: int = field(default=3, metadata={"help": "references retrieved for each example's prompt (as at "
+                                                             "inference)", "min": 0})
+    smoke_steps: int = field(default=0, metadata={"help": "validation smoke steps per teacher harness (0: load and "
+                                                           "interface check only)", "min": 0})
+    max_pairs_per_task: int = field(default=8, metadata={"help": "preference pairs kept per task", "min": 0})
+    examples_per_task: int = field(default=1, metadata={"help": "SFT examples per task: its best harnesses, "
+                                                                "best first", "min": 1})
+    allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
+                                                                    "unavailable (recorded)"})
+
+    def __post_init__(self):
+        check_fields(self)
+        if "test" in self.splits:
+            raise ConfigError("--splits must not include 'test': the meta-agent is trained on dev (or train) "
+                              "tasks only and evaluated on test")
+
+
+@dataclass
+class Stage2DataConfig:
+    """Stage II data: faults injected into valid harnesses (code format) and plans (plan format), each with its
+    known-good fix, verified in the sandbox."""
+    seeds: bool = field(default=True, metadata={"help": "the seed harnesses (baselines excluded) are inputs"})
+    stage1_data: str | None = field(default=None, metadata={"help": "a Stage I data folder: its SFT plans (valid "
+                                                                    "by construction) are inputs too"})
+    only: list = field(default_factory=list, metadata={"help": "input names to use (seed names, stage1:<task id>; "
+                                                                "default: all)"})
+    formats: list = field(default_factory=lambda: ["code", "plan"], metadata={"help": "code and/or plan"})
+    ops: list = field(default_factory=list, metadata={"help": "fault operators to use (default: all; see "
+                                                              "jitlab.train.faults)"})
+    suite: str = field(default="textworld", metadata={"help": "suite whose first dev task the smoke episodes run on "
+                                                              "and the repair prompts show", "nonempty": True})
+    smoke_steps: int = field(default=2, metadata={"help": "smoke episode steps (runtime faults show only there)",
+                                                  "min": 1})
+    heldout_seeds: list = field(default_factory=lambda: ["roma", "gam"], metadata={
+        "help": "inputs whose faults form the held-out split (evaluation, not training)"})
+    heldout_ops: list = field(default_factory=lambda: ["view_returns_str", "param_type"], metadata={
+        "help": "operators whose faults form the held-out split"})
+    allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
+                                                                    "unavailable (recorded)"})
+
+    def __post_init__(self):
+        check_fields(self)
+        bad = sorted(set(self.formats) - {"code", "plan"})
+        if bad or not self.formats:
+            raise ConfigError(f"--formats must be code and/or plan, got {self.formats!r}")
+
+
+@dataclass
+class Stage1Config:
+    """Stage I training: SFT on teacher plans (completion-only loss), then DPO on Pareto pairs, LoRA via peft."""
+    data: str = field(default="", metadata={"help": "folder written by `jitlab train data stage1` (sft.jsonl, "
+                                                    "pairs.jsonl)", "nonempty": True})
+    base: str = field(default="embedded", metadata={"help": "policy backbone: embedded or hf:<local dir>",
+                                                    "nonempty": True})
+    max_length: int = field(default=1024, metadata={"help": "tokens per example (prompt + completion)", "min": 16})
+    sft_epochs: float = field(default=2.0, metadata={"help": "SFT epochs (when sft_steps is not set)",
+                                                     "min_exclusive": 0})
+    sft_steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides sft_epochs)",
+                                                          "min": 1})
+    sft_learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})
+    dpo: bool = field(default=True, metadata={"help": "run the DPO step after SFT (skipped when there are no pairs)"})
+    dpo_epochs: float = field(default=1.0, metadata={"help": "DPO epochs (when dpo_steps is not set)",
+                                                     "min_exclusive": 0})
+    dpo_steps: int | None = field(default=None, metadata={"help": "DPO optimizer steps (overrides dpo_epochs)",
+                                                          "min": 1})
+    dpo_learning_rate: float = field(default=5e-5, metadata={"help": "DPO learning rate", "min_exclusive": 0})
+    dpo_beta: float = field(default=0.1, metadata={"help": "DPO beta (strength of the implicit KL)",
+                                                   "min_exclusive": 0})
+    dpo_sft_weight: float = field(default=0.2, metadata={"help": "weight of the NLL-on-chosen term next to the "
+                                                                 "sigmoid DPO loss (RPO-style; 0: plain DPO)", "min": 0})
+    batch_size: int = field(default=1, metadata={"help": "per-device batch size", "min": 1})
+    grad_accum: int = field(default=4, metadata={"help": "gradient accumulation steps", "min": 1})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps warming up the learning rate",
+                                                       "min": 0, "max": 1})
+    lr_scheduler: str = field(default="cosine", metadata={"help": "transformers scheduler name", "nonempty": True})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank", "min": 1})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha", "min": 1})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout", "min": 0, "max": 1})
+    target_modules: str = field(default="all-linear", metadata={"help": "LoRA target modules (peft)",
+                                                                "nonempty": True})
+    save_steps: int = field(default=10, metadata={"help": "checkpoint every N optimizer steps: a killed run resumes "
+                                                          "from the last one", "min": 1})
+    save_total_limit: int = field(default=2, metadata={"help": "checkpoints kept", "min": 1})
+    logging_steps: int = field(default=1, metadata={"help": "log every N steps", "min": 1})
+    report_to: str = field(default="tensorboard", metadata={"help": "TRL/transformers tracker: tensorboard, trackio, "
+                                                                    "mlflow, wandb or none (comma-separated)"})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 training (GPU; slow on CPU)"})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations (saves GPU memory, "
+                                                                          "costs ~20% time)"})
+    use_cpu: bool = field(default=True, metadata={"help": "train on the CPU even when a GPU is visible"})
+    threads: int | None = field(default=None, metadata={"help": "torch CPU threads (default: torch's)", "min": 1})
+    seed: int = field(default=0, metadata={"help": "seed of data order, LoRA init and dropout", "min": 0,
+                                           "max": SEED_MAX})
+
+    def __post_init__(self):
+        check_fields(self)
+        bad = [r for r in self.reporters() if r not in _REPORTERS]
+        if bad:
+            raise ConfigError(f"--report-to {self.report_to!r}: unknown tracker {bad[0]!r}; use "
+                              f"{', '.join(_REPORTERS)}")
+
+    def reporters(self) -> list[str]:
+        return [r.strip() for r in self.report_to.split(",") if r.strip()] or ["none"]
+
+
+def _coerce(f: dataclasses.Field, text: str):
+    """A ``--set key=value`` string as the field's type (YAML scalars: 2, 2e-4, true, null)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {f.name}={text!r} does not parse ({exc})") from exc
+
+
+def load_config(cls, path: str | Path | None = None, overrides: dict | None = None, **values):
+    """``cls`` from a YAML mapping (``path``), then ``values``, then ``overrides`` ({field: YAML text}, the CLI's
+    ``--set``). Unknown keys and bad values are one-line ConfigErrors naming the file or option."""
+    known = {f.name: f for f in fields(cls)}
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"--config {path}: no such file") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--config {path} is not valid YAML ({exc})") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"--config {path} must be a YAML mapping of {cls.__name__} fields")
+    for key, text in (overrides or {}).items():
+        if key in known:
+            data[key] = _coerce(known[key], text)
+        else:
+            data[key] = text
+    data.update({k: v for k, v in values.items() if v is not None})
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        where = f"--config {path}" if path is not None else cls.__name__
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    for key, value in data.items():
+        if "bool" in str(known[key].type) and not isinstance(value, bool):
+            raise ConfigError(f"--{key.replace('_', '-')} must be true or false, got {value!r}")
+        if "list" in str(known[key].type) and not isinstance(value, list):
+            data[key] = [value]
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise ConfigError(f"{cls.__name__}: {exc}") from exc

@@ -1,0 +1,137 @@
+"""Plan generator: seeds read back into plans, plans render and check out, a bad plan is a parse_error that repair
+fixes, and ``plan:<backbone>`` is a registered generator that jit accepts. Backbones are scripted test doubles."""
+import json
+
+import pytest
+
+from jitlab.errors import ConfigError, UnknownName
+from jitlab.harness import HARNESS_FILES, read_files, seed_bank_dir, seed_names
+from jitlab.jit.generate import get_generator
+from jitlab.jit.generate.library import choices_of
+from jitlab.jit.generate.plan import (
+    PlanError,
+    check_plan,
+    parse_plan,
+    plan_files,
+    plan_of,
+    plan_text,
+)
+from jitlab.llm.scripted import ScriptedBackbone, get_scripted
+
+GOOD = {"M": "PeriodicSummaryMemory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "goal",
+        "params": {"M": {"every_k": 4}}}
+
+
+def test_every_library_seed_is_a_plan_that_renders_back_to_itself():
+    plans = {}
+    for name in seed_names():
+        plan = plan_of(read_files(seed_bank_dir() / name))
+        if name == "random":  # its action is a file of its own, not a library module
+            assert plan is None
+            continue
+        assert plan is not None, name
+        assert plan_of(plan_files(plan)) == plan, name
+        plans[name] = plan
+    assert plans["react"] == {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction",
+                              "prompt": "seed:react"}
+    assert plans["oagent"]["params"]["M"]["every_k"] == 6
+    assert len(plan_text(plans["oagent"])) < 300
+
+
+def test_a_plan_renders_the_five_files_with_its_parameters():
+    files = plan_files(GOOD)
+    assert set(HARNESS_FILES) <= set(files)
+    choices = choices_of(files)
+    assert choices["M"].path.endswith(":PeriodicSummaryMemory") and choices["M"].params == {"every_k": 4}
+    for name in ("memory.py", "planning.py", "tool_policy.py", "action.py"):
+        compile(files[name], name, "exec")
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"M": "NoSuchMemory"}, "M must be one of"),
+    ({"prompt": "shout"}, "prompt must be one of"),
+    ({"params": {"M": {"every_k": "four"}}}, "every_k must be int"),
+    ({"params": {"M": {"nope": 1}}}, "has no parameter 'nope'"),
+    ({"colour": "red"}, "unknown plan key"),
+    ({"M": "MultiScaleFoldingMemory", "params": {}}, "only works with ReActFoldAction as A"),
+])
+def test_check_plan_names_what_is_wrong(change, message):
+    with pytest.raises(PlanError, match=message):
+        check_plan({**GOOD, **change})
+
+
+def test_parse_plan_finds_the_object_in_chatter_and_reports_bad_json():
+    assert parse_plan('Sure! ```json\n' + json.dumps(GOOD) + '\n``` done') == GOOD
+    with pytest.raises(PlanError, match="no JSON object"):
+        parse_plan("I would use a ReAct loop.")
+    with pytest.raises(PlanError, match="does not parse"):
+        parse_plan('{"M": "FullHistory", ')
+
+
+def test_generator_registered_and_prompt_lists_options_and_reference_plans(toy_task, references, handle):
+    seen = []
+    llm = handle(ScriptedBackbone(lambda m: seen.append(m) or json.dumps(GOOD), name="planner"))
+    gen = get_generator("plan:scripted:planner", llm)
+    cand = gen.generate(toy_task.public(), references, llm)
+    prompt = seen[0][-1]["content"]
+    assert toy_task.description in prompt and "PeriodicSummaryMemory" in prompt and "seed:react" in prompt
+    assert any(f'"prompt": "seed:{r.name}"' in prompt for r in references)
+    assert cand.meta["plan"] == GOOD and cand.meta["parsed_files"] and cand.generator == "plan:scripted:planner"
+    assert choices_of(cand.files)["M"].params == {"every_k": 4}
+    with pytest.raises(UnknownName, match="plan:<backbone>"):
+        get_generator("plan:")
+    with pytest.raises(ConfigError, match="--max-new-tokens must be >= 8"):
+        get_generator("plan:scripted:x", max_new_tokens=0)
+
+
+def test_an_unparseable_plan_is_a_parse_error_that_repair_fixes(tmp_path, handle):
+    from jitlab.envs.base import get_suite
+    from jitlab.jit.repair import RepairConfig, RepairLog, dev_task_for, validate_and_repair
+    from jitlab.runtime import Budget, LLMHandle
+    from jitlab.sandbox import probe
+    suite = get_suite("toy")
+    task = suite.tasks("test")[0]
+    replies = iter(["I would use a ReAct loop.", json.dumps(GOOD)])
+    actor = get_scripted("pick-first")  # the smoke episode's executor
+
+    def responder(messages):
+        if "Plan an agent harness" in messages[0]["content"]:
+            return next(replies)
+        return actor.chat(messages).text
+    backbone = ScriptedBackbone(responder, name="planner")
+    gen = get_generator("plan:scripted:planner")
+    cand = gen.generate(task.public(), [], handle(backbone))
+    assert cand.meta["parsed_files"] == [] and "no JSON object" in cand.meta["parse_error"]
+    log = RepairLog(tmp_path / "repairs.jsonl")
+    config = RepairConfig(max_rounds=2, smoke_steps=2, allow_unisolated=not probe()[0])
+    out = validate_and_repair(cand, gen, task.public(), dev_task_for(suite, task), suite,
+                              lambda phase: LLMHandle(backbone, Budget(max_tokens=10 ** 6), None, seed=0, phase=phase),
+                              config, tmp_path / "c", log)
+    first = log.read()[0]
+    assert first["diagnostic"]["kind"] == "parse_error" and "no JSON object" in first["diagnostic"]["message"]
+    assert out.ok and out.rounds == 1 and out.candidate.meta["plan"] == GOOD
+
+
+def test_jit_accepts_a_plan_generator():
+    from jitlab.jit.inference import JITConfig
+    JITConfig(suite="toy", generator="plan:scripted:look").check()
+    with pytest.raises(ConfigError, match="plan:<backbone>"):
+        JITConfig(suite="toy", generator="planner").check()
+
+
+def test_streaming_jit_runs_the_harness_a_plan_generator_planned(tmp_path):
+    from jitlab.jit.inference import JITConfig, run_jit
+    from jitlab.sandbox import probe
+    from jitlab.store import load
+    cfg = JITConfig(suite="toy", mode="streaming", generator="plan:scripted:reply:" + json.dumps(GOOD),
+                    backbone="scripted:pick-first", limit=2, retrieval="bm25", cache=False, smoke_steps=2,
+                    out=str(tmp_path / "jit"), quiet=True, allow_unisolated=not probe()[0])
+    out = run_jit(cfg)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["valid_candidates"] == summary["candidates"] == 2
+    eps = load(out)["episodes"]
+    for extra in eps[eps["final"]]["extra"]:
+        extra = json.loads(extra)
+        assert extra["harness_generator"] == cfg.generator and extra["repair_rounds"] == 0
+        files = read_files(out / extra["harness_dir"])
+        assert plan_of(files) == GOOD

@@ -1,0 +1,77 @@
+"""Stage II data: fault operators produce the diagnostic kind they name (checked by the real sandbox validator, with
+a scripted smoke backbone: a test double), the fix is the original file, prompts are the generators' own repair
+prompts, held-out seeds/operators are split off."""
+import json
+
+import pytest
+
+from jitlab.errors import ConfigError
+from jitlab.harness import read_files, seed_bank_dir
+from jitlab.jit.generate.plan import check_plan, plan_of
+from jitlab.train.config import Stage2DataConfig
+from jitlab.train.faults import CODE_FAULTS, PLAN_FAULTS, inject, inject_plan
+from jitlab.train.repair_data import build_stage2
+
+
+@pytest.fixture
+def data(tmp_path):
+    from jitlab.sandbox import probe
+    cfg = Stage2DataConfig(suite="toy", only=["react", "hiagent", "agentfold"], heldout_seeds=["hiagent"],
+                           heldout_ops=["param_type"], allow_unisolated=not probe()[0])
+    manifest = build_stage2(cfg, tmp_path / "data2")
+    rows = [json.loads(line) for line in (tmp_path / "data2" / "repairs.jsonl").read_text().splitlines()]
+    return manifest, rows, tmp_path / "data2"
+
+
+def test_every_operator_applies_to_a_seed_and_the_fix_restores_it():
+    files = read_files(seed_bank_dir() / "react")
+    faults = inject(files)
+    assert {f.op for f in faults} == set(CODE_FAULTS)
+    for f in faults:
+        assert f.broken != files and {**f.broken, **f.fixed} == files
+    plan = plan_of(read_files(seed_bank_dir() / "agentfold"))
+    plan_faults = inject_plan(plan)
+    assert {f.op for f in plan_faults} == set(PLAN_FAULTS)   # agentfold's fold memory needs its fold action
+    for f in plan_faults:
+        assert f.fixed["plan"] == plan and check_plan(f.fixed["plan"])
+
+
+def test_injected_faults_fail_validation_with_the_intended_kind(data):
+    manifest, rows, _ = data
+    code = [r for r in rows if r["format"] == "code"]
+    assert {r["op"] for r in code} == set(CODE_FAULTS)
+    assert manifest["counts"]["kind_mismatches"] == 0 and manifest["dropped"]["fault_passed_validation"] == 0
+    assert {r["kind"] for r in code} == {"parse_error", "interface_mismatch", "import_error", "runtime_error"}
+    runtime = [r for r in code if r["kind"] == "runtime_error"]
+    assert runtime and all(r["stage"] == "smoke" for r in runtime)
+    assert "test double" in manifest["smoke_backbone"]
+
+
+def test_prompts_are_the_generators_repair_prompts_and_completions_the_fix(data):
+    _, rows, _ = data
+    from jitlab.jit.generate import parse_blocks
+    for r in rows:
+        if r["format"] == "code":
+            assert r["prompt"][0]["role"] == "system" and "Diagnostic:" in r["prompt"][-1]["content"]
+            assert r["diagnostic"]["message"].split("\n")[0][:40] in r["prompt"][-1]["content"]
+            assert set(parse_blocks(r["completion"][0]["content"])) == set(r["touched"])
+        else:
+            assert r["prompt"][-2] == {"role": "assistant", "content": r["broken_plan"]}
+            assert "parse_error" in r["prompt"][-1]["content"]
+            check_plan(json.loads(r["completion"][0]["content"]))
+
+
+def test_held_out_inputs_and_operators_are_split_off(data):
+    _, rows, _ = data
+    for r in rows:
+        assert r["split"] == ("heldout" if r["input"] == "hiagent" or r["op"] == "param_type" else "train")
+    assert {r["split"] for r in rows} == {"train", "heldout"}
+
+
+def test_bad_options_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="--formats must be code and/or plan"):
+        Stage2DataConfig(formats=["prose"])
+    with pytest.raises(ConfigError, match="unknown operator"):
+        build_stage2(Stage2DataConfig(ops=["melt"], suite="toy"), tmp_path / "x")
+    with pytest.raises(ConfigError, match="no input named nope"):
+        build_stage2(Stage2DataConfig(only=["nope"], suite="toy"), tmp_path / "x")
