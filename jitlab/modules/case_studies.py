@@ -67,6 +67,15 @@ def _overlap(a: str, b: str) -> int:
     return len(set(tokens(a)) & set(tokens(b)))
 
 
+def _section_list(text: str, label: str, labels: tuple[str, ...], max_items: int) -> list[str]:
+    """The list items under ``label:`` up to the next of ``labels`` (``sections`` joins lines, losing the list)."""
+    heads = list(re.finditer(r"^[\s>*#\-]*\**\s*(" + "|".join(labels) + r")\w*\**\s*[:：]", str(text), re.I | re.M))
+    for i, m in enumerate(heads):
+        if m.group(1).lower() == label:
+            return list_items(text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)], max_items)
+    return []
+
+
 def _last_seen(events: list[Event]) -> str:
     return next((e.content for e in reversed(events) if e.kind in ("observation", "tool_result")), "")
 
@@ -117,7 +126,8 @@ class SpecChecklistPlanner:
         reply = ctx.llm.chat(user(prompt), max_new_tokens=self.max_new_tokens).text
         parts = sections(reply, ("specification", "checklist"))
         self.spec = clip(parts.get("specification", ""), 160)
-        items = list_items(parts.get("checklist", reply), self.max_items)
+        items = _section_list(reply, "checklist", ("specification", "checklist"), self.max_items) or \
+            list_items(reply, self.max_items)
         items = items or [i.strip() for i in self.fallback.split(";") if i.strip()][: self.max_items]
         ctx.state["checklist"] = [{"item": clip(i, 80), "done": False, "evidence": "", "source": ""} for i in items]
         ctx.state["checklist_complete"] = False
@@ -481,14 +491,21 @@ class SubtaskTreePlanner:
         ctx.state["subtask"] = ({"id": self.index + 1, "text": self.items[self.index]} if self.index < len(self.items)
                                 else {"id": 0, "text": "aggregate the subtasks' results"})
 
+    def on_init(self, ctx: Ctx, obs: Observation) -> None:
+        # before the first view: the memory files the opening observation under subtask 1
+        self.decompose(ctx)
+
+    def decompose(self, ctx: Ctx) -> None:
+        prompt = render_prompt(ctx.prompts, "decompose", task=ctx.task.public(), goal=ctx.task.description,
+                               max_items=self.max_items)
+        reply = ctx.llm.chat(user(prompt), max_new_tokens=self.max_new_tokens).text
+        self.items = [clip(t, 80) for t, _ in parse_subtasks(reply, self.max_items)] or ["make progress toward the task goal"]
+        self.written = True
+        self.current(ctx)
+
     def plan(self, view: View, ctx: Ctx) -> Directive:
         if not self.written:
-            prompt = render_prompt(ctx.prompts, "decompose", task=ctx.task.public(), goal=ctx.task.description,
-                                   max_items=self.max_items)
-            reply = ctx.llm.chat(user(prompt), max_new_tokens=self.max_new_tokens).text
-            self.items = [clip(t, 80) for t, _ in parse_subtasks(reply, self.max_items)] or ["make progress toward the task goal"]
-            self.written = True
-            self.current(ctx)
+            self.decompose(ctx)
         sub = ctx.state["subtask"]
         text = (f"Subtask {sub['id']}/{len(self.items)}: {sub['text']}" if sub["id"] else
                 "All subtasks are folded: aggregate their results and finish the task.")
@@ -559,8 +576,8 @@ class HierarchicalFoldMemory:
 @dataclass
 class EvidenceMatrixMemory:
     """M (Pegboard): every observation gets a source id (``s<step>``) and becomes cells of a candidate x clue
-    evidence matrix: for each candidate it mentions (or the single candidate ``answer``) the clue it
-    matches best; a cell keeps its first evidence and that source id. ``ctx.state['coverage']`` is the
+    evidence matrix: for each candidate it mentions (or the single candidate ``answer``) the still empty
+    clue cell it matches best; a cell keeps its first evidence and that source id. ``ctx.state['coverage']`` is the
     share of cells filled. Axes come from ``ctx.state['clues']`` / ``['matrix_candidates']`` (the planner)."""
     max_chars: int = field(default=1200, metadata={"help": "characters of recent transcript shown"})
 
@@ -587,8 +604,9 @@ class EvidenceMatrixMemory:
         for cand in candidates:
             if cand != "answer" and not _overlap(cand, event.content):
                 continue
-            best = max(clues, key=lambda q: _overlap(q, event.content))
-            if _overlap(best, event.content) and (cand, best) not in self.cells:
+            empty = [q for q in clues if (cand, q) not in self.cells and _overlap(q, event.content)]
+            if empty:
+                best = max(empty, key=lambda q: _overlap(q, event.content))
                 self.cells[(cand, best)] = {"value": clip(event.content, 80), "source": sid}
                 placed = True
         if not placed:
@@ -623,11 +641,11 @@ class MatrixCoveragePlanner:
             prompt = render_prompt(ctx.prompts, "matrix_axes", task=ctx.task.public(), view=view.text[-600:],
                                    max_clues=self.max_clues, max_candidates=self.max_candidates)
             reply = ctx.llm.chat(user(prompt), max_new_tokens=self.max_new_tokens).text
-            parts = sections(reply, ("clues", "candidates"))
-            clues = list_items(parts.get("clues", ""), self.max_clues) or \
+            axes = ("clues", "candidates")
+            clues = _section_list(reply, "clues", axes, self.max_clues) or \
                 [clip(s, 80) for s in re.split(r"(?<=[.?!])\s+", ctx.task.description) if len(tokens(s)) >= 2][: self.max_clues]
             ctx.state["clues"] = [clip(c, 60) for c in clues] or ["the answer"]
-            ctx.state["matrix_candidates"] = [clip(c, 40) for c in list_items(parts.get("candidates", ""), self.max_candidates)]
+            ctx.state["matrix_candidates"] = [clip(c, 40) for c in _section_list(reply, "candidates", axes, self.max_candidates)]
             ctx.state.setdefault("coverage", 0.0)
             self.written = True
         matrix = ctx.state.get("matrix") or {}

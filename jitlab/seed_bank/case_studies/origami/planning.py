@@ -27,14 +27,21 @@ class SubtaskTreePlanner:
         ctx.state["subtask"] = ({"id": self.index + 1, "text": self.items[self.index]} if self.index < len(self.items)
                                 else {"id": 0, "text": "aggregate the subtasks' results"})
 
+    def on_init(self, ctx: Ctx, obs: Observation) -> None:
+        # before the first view: the memory files the opening observation under subtask 1
+        self.decompose(ctx)
+
+    def decompose(self, ctx: Ctx) -> None:
+        prompt = render_prompt(ctx.prompts, "decompose", task=ctx.task.public(), goal=ctx.task.description,
+                               max_items=self.max_items)
+        reply = ctx.llm.chat(user(prompt), max_new_tokens=self.max_new_tokens).text
+        self.items = [clip(t, 80) for t, _ in parse_subtasks(reply, self.max_items)] or ["make progress toward the task goal"]
+        self.written = True
+        self.current(ctx)
+
     def plan(self, view: View, ctx: Ctx) -> Directive:
         if not self.written:
-            prompt = render_prompt(ctx.prompts, "decompose", task=ctx.task.public(), goal=ctx.task.description,
-                                   max_items=self.max_items)
-            reply = ctx.llm.chat(user(prompt), max_new_tokens=self.max_new_tokens).text
-            self.items = [clip(t, 80) for t, _ in parse_subtasks(reply, self.max_items)] or ["make progress toward the task goal"]
-            self.written = True
-            self.current(ctx)
+            self.decompose(ctx)
         sub = ctx.state["subtask"]
         text = (f"Subtask {sub['id']}/{len(self.items)}: {sub['text']}" if sub["id"] else
                 "All subtasks are folded: aggregate their results and finish the task.")

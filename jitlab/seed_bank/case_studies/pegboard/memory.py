@@ -14,11 +14,6 @@ def _informative(event: Event) -> bool:
     return event.kind in ("observation", "tool_result") and event.step > 0 and not is_failure(event.content)
 
 
-# library: jitlab.modules.case_studies._overlap
-def _overlap(a: str, b: str) -> int:
-    return len(set(tokens(a)) & set(tokens(b)))
-
-
 # library: jitlab.modules.basic.history_text
 def history_text(events: list[Event], max_chars: int) -> str:
     """Render events as a transcript, keeping the most recent ``max_chars`` characters."""
@@ -30,12 +25,17 @@ def history_text(events: list[Event], max_chars: int) -> str:
     return text if len(text) <= max_chars else "...\n" + text[-max_chars:]
 
 
+# library: jitlab.modules.case_studies._overlap
+def _overlap(a: str, b: str) -> int:
+    return len(set(tokens(a)) & set(tokens(b)))
+
+
 # library: jitlab.modules.case_studies.EvidenceMatrixMemory
 @dataclass
 class EvidenceMatrixMemory:
     """M (Pegboard): every observation gets a source id (``s<step>``) and becomes cells of a candidate x clue
-    evidence matrix: for each candidate it mentions (or the single candidate ``answer``) the clue it
-    matches best; a cell keeps its first evidence and that source id. ``ctx.state['coverage']`` is the
+    evidence matrix: for each candidate it mentions (or the single candidate ``answer``) the still empty
+    clue cell it matches best; a cell keeps its first evidence and that source id. ``ctx.state['coverage']`` is the
     share of cells filled. Axes come from ``ctx.state['clues']`` / ``['matrix_candidates']`` (the planner)."""
     max_chars: int = field(default=1200, metadata={"help": "characters of recent transcript shown"})
 
@@ -62,8 +62,9 @@ class EvidenceMatrixMemory:
         for cand in candidates:
             if cand != "answer" and not _overlap(cand, event.content):
                 continue
-            best = max(clues, key=lambda q: _overlap(q, event.content))
-            if _overlap(best, event.content) and (cand, best) not in self.cells:
+            empty = [q for q in clues if (cand, q) not in self.cells and _overlap(q, event.content)]
+            if empty:
+                best = max(empty, key=lambda q: _overlap(q, event.content))
                 self.cells[(cand, best)] = {"value": clip(event.content, 80), "source": sid}
                 placed = True
         if not placed:

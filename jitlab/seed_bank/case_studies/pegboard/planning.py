@@ -4,10 +4,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from jitlab.harnesskit import clip, list_items, render_prompt, sections, tokens, user
+from jitlab.harnesskit import clip, list_items, render_prompt, tokens, user
 from jitlab.protocol import Ctx, Directive, View
 
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
+
+# library: jitlab.modules.case_studies._section_list
+def _section_list(text: str, label: str, labels: tuple[str, ...], max_items: int) -> list[str]:
+    """The list items under ``label:`` up to the next of ``labels`` (``sections`` joins lines, losing the list)."""
+    heads = list(re.finditer(r"^[\s>*#\-]*\**\s*(" + "|".join(labels) + r")\w*\**\s*[:：]", str(text), re.I | re.M))
+    for i, m in enumerate(heads):
+        if m.group(1).lower() == label:
+            return list_items(text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)], max_items)
+    return []
+
 
 # library: jitlab.modules.case_studies.MatrixCoveragePlanner
 @dataclass
@@ -28,11 +38,11 @@ class MatrixCoveragePlanner:
             prompt = render_prompt(ctx.prompts, "matrix_axes", task=ctx.task.public(), view=view.text[-600:],
                                    max_clues=self.max_clues, max_candidates=self.max_candidates)
             reply = ctx.llm.chat(user(prompt), max_new_tokens=self.max_new_tokens).text
-            parts = sections(reply, ("clues", "candidates"))
-            clues = list_items(parts.get("clues", ""), self.max_clues) or \
+            axes = ("clues", "candidates")
+            clues = _section_list(reply, "clues", axes, self.max_clues) or \
                 [clip(s, 80) for s in re.split(r"(?<=[.?!])\s+", ctx.task.description) if len(tokens(s)) >= 2][: self.max_clues]
             ctx.state["clues"] = [clip(c, 60) for c in clues] or ["the answer"]
-            ctx.state["matrix_candidates"] = [clip(c, 40) for c in list_items(parts.get("candidates", ""), self.max_candidates)]
+            ctx.state["matrix_candidates"] = [clip(c, 40) for c in _section_list(reply, "candidates", axes, self.max_candidates)]
             ctx.state.setdefault("coverage", 0.0)
             self.written = True
         matrix = ctx.state.get("matrix") or {}

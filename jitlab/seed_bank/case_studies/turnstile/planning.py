@@ -1,12 +1,23 @@
 """turnstile planner: specification + evidence checklist."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from jitlab.harnesskit import clip, list_items, render_prompt, sections, user
 from jitlab.protocol import Ctx, Directive, View
 
 # ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve (`jitlab harnesses export`) ----
+
+# library: jitlab.modules.case_studies._section_list
+def _section_list(text: str, label: str, labels: tuple[str, ...], max_items: int) -> list[str]:
+    """The list items under ``label:`` up to the next of ``labels`` (``sections`` joins lines, losing the list)."""
+    heads = list(re.finditer(r"^[\s>*#\-]*\**\s*(" + "|".join(labels) + r")\w*\**\s*[:：]", str(text), re.I | re.M))
+    for i, m in enumerate(heads):
+        if m.group(1).lower() == label:
+            return list_items(text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)], max_items)
+    return []
+
 
 # library: jitlab.modules.case_studies.SpecChecklistPlanner
 @dataclass
@@ -28,7 +39,8 @@ class SpecChecklistPlanner:
         reply = ctx.llm.chat(user(prompt), max_new_tokens=self.max_new_tokens).text
         parts = sections(reply, ("specification", "checklist"))
         self.spec = clip(parts.get("specification", ""), 160)
-        items = list_items(parts.get("checklist", reply), self.max_items)
+        items = _section_list(reply, "checklist", ("specification", "checklist"), self.max_items) or \
+            list_items(reply, self.max_items)
         items = items or [i.strip() for i in self.fallback.split(";") if i.strip()][: self.max_items]
         ctx.state["checklist"] = [{"item": clip(i, 80), "done": False, "evidence": "", "source": ""} for i in items]
         ctx.state["checklist_complete"] = False
