@@ -84,7 +84,7 @@ def _last_seen(events: list[Event]) -> str:
 
 @dataclass
 class EvidenceGatedPolicy:
-    """F (Turnstile, Pegboard): the final-answer tools stay hidden until the evidence is complete
+    """F (evidence-gated final answer; Turnstile, Pegboard): the final-answer tools stay hidden until the evidence is complete
     (``ctx.state[state_key]`` is true, set by an evidence memory or planner); everything is exposed in
     the last ``open_before_end`` steps of the task's budget."""
     gated: str = field(default=_ANSWER_TOOLS, metadata={"help": "comma-separated tools hidden until the evidence is complete"})
@@ -109,7 +109,7 @@ class EvidenceGatedPolicy:
 
 @dataclass
 class SpecChecklistPlanner:
-    """P (Turnstile): one call writes a specification of the answer and a checklist of the evidence it
+    """P (Turnstile spec + checklist): one call writes a specification of the answer and a checklist of the evidence it
     needs (``ctx.state['checklist']``); the directive names the open buckets, then tells the agent to
     commit once the evidence memory has filled them all."""
     max_items: int = field(default=3, metadata={"help": "evidence buckets in the checklist"})
@@ -146,7 +146,7 @@ class SpecChecklistPlanner:
 
 @dataclass
 class EvidenceChecklistMemory:
-    """M (Turnstile): the transcript plus a data store of evidence buckets (``ctx.state['checklist']``):
+    """M (Turnstile evidence checklist): the transcript plus a data store of evidence buckets (``ctx.state['checklist']``):
     each informative result fills the open bucket it matches best (else the first open one), with its
     source id (``s<step>``); ``ctx.state['checklist_complete']`` turns true when every bucket is filled."""
     max_chars: int = field(default=1800, metadata={"help": "characters of transcript shown (most recent kept)"})
@@ -184,7 +184,7 @@ _PHASE_RE = re.compile(r"^\s*\**phase\**\s*[:：]\s*([A-Za-z_]+)\W*$", re.I | re
 
 @dataclass
 class PhaseRegisterAction(ReActAction):
-    """A (Gearbox): ReAct that is the sole writer of a phase register (``ctx.state['phase']``). A reply may
+    """A (Gearbox phase register): ReAct that is the sole writer of a phase register (``ctx.state['phase']``). A reply may
     switch phase with a ``Phase: <name>`` line; without one the phase advances after ``steps_per_phase``
     steps in it. The tool policy and the memory read the register to switch tools and memory schema."""
     phases: str = field(default="explore,verify,answer", metadata={"help": "comma-separated phases, in order"})
@@ -223,7 +223,7 @@ class PhaseRegisterAction(ReActAction):
 
 @dataclass
 class PhaseToolPolicy:
-    """F (Gearbox): reads the phase register; the final-answer tools are exposed only in the final phase,
+    """F (Gearbox tools per phase): reads the phase register; the final-answer tools are exposed only in the final phase,
     the other tools in every phase. Without a register (no writer composed) everything is exposed."""
     gated: str = field(default=_ANSWER_TOOLS, metadata={"help": "comma-separated tools exposed only in the final phase"})
     final_phase: str = field(default="answer", metadata={"help": "the phase that exposes the gated tools"})
@@ -240,7 +240,7 @@ class PhaseToolPolicy:
 
 @dataclass
 class PhaseAwareMemory:
-    """M (Gearbox): one event store shown in a schema chosen by the phase register: ``transcript`` (the
+    """M (Gearbox phase-aware schema): one event store shown in a schema chosen by the phase register: ``transcript`` (the
     recent turns), ``findings+recent`` (one line per informative result, then the last turns) or
     ``findings`` (the evidence only). ``view.data['schema']`` says which was used."""
     schemas: str = field(default="explore:transcript,verify:findings+recent,answer:findings",
@@ -278,7 +278,7 @@ class PhaseAwareMemory:
 
 @dataclass
 class BoundedDAGPlanner(DAGPlanner):
-    """P (Palimpsest): turns the request into a DAG of sub-tasks with bounded shape: dependency chains at
+    """P (Palimpsest bounded DAG): turns the request into a DAG of sub-tasks with bounded shape: dependency chains at
     most ``max_depth`` long (a deeper node hangs from shallower ancestors only) and at most ``max_width``
     nodes ready at once; each ready node carries its depth for the executor."""
     max_width: int = field(default=2, metadata={"help": "ready nodes offered at once"})
@@ -305,7 +305,7 @@ class BoundedDAGPlanner(DAGPlanner):
 
 @dataclass
 class BoundedDAGExecutor(DAGParallelAction):
-    """A (Palimpsest): executes the DAG with bounded width and depth: one proposal per ready node, at most
+    """A (Palimpsest bounded executor): executes the DAG with bounded width and depth: one proposal per ready node, at most
     ``max_parallel`` per round (the rest are queued, no new calls), nodes deeper than ``max_depth`` are
     not executed. ``ctx.state['dag_rounds']`` lists the node ids proposed per round."""
     max_depth: int = field(default=3, metadata={"help": "deepest DAG node executed"})
@@ -331,7 +331,7 @@ class BoundedDAGExecutor(DAGParallelAction):
 
 @dataclass
 class ArtifactMemory:
-    """M (Palimpsest): a short transcript plus two stores: artifacts (each informative result keyed by the
+    """M (Palimpsest artifact store): a short transcript plus two stores: artifacts (each informative result keyed by the
     action that produced it, shown so it is reused instead of recomputed) and reasoning state (the latest
     thoughts)."""
     max_chars: int = field(default=1200, metadata={"help": "characters of recent transcript shown"})
@@ -389,7 +389,7 @@ def extract_facts(text: str, source: str, max_facts: int = 6) -> list[tuple[str,
 
 @dataclass
 class FactGraphMemory:
-    """M (Trapdoor): the orchestrator's transcript plus a fact graph (entity -> relation -> value, each edge
+    """M (Trapdoor fact graph): the orchestrator's transcript plus a fact graph (entity -> relation -> value, each edge
     with its source). Facts come from the orchestrator (``ctx.state['facts_inbox']``: what it extracted
     from a sub-agent's report and trajectory) and from the orchestrator's own observations."""
     max_chars: int = field(default=1200, metadata={"help": "characters of recent transcript shown"})
@@ -428,7 +428,7 @@ class FactGraphMemory:
 
 @dataclass
 class OrchestratorAction(CoordinatorAction):
-    """A (Trapdoor): the ``delegate`` call is intercepted by an orchestrator loop that runs a bounded
+    """A (Trapdoor delegation intercept): the ``delegate`` call is intercepted by an orchestrator loop that runs a bounded
     sub-agent (at most ``subagent_steps`` env actions each, at most ``max_delegations`` per episode, then
     the orchestrator acts itself) and writes the facts extracted from the sub-agent's report and
     trajectory into the fact-graph memory (``ctx.state['facts_inbox']``)."""
@@ -461,8 +461,8 @@ class OrchestratorAction(CoordinatorAction):
 
 @dataclass
 class DelegationInterceptPolicy(AgentDelegation):
-    """F (Trapdoor): the registry plus ``delegate`` while delegations are left (``ctx.state['max_delegations']``);
-    while a sub-agent runs, only its tools."""
+    """F (Trapdoor bounded delegation): the registry plus ``delegate`` while delegations are left
+    (``ctx.state['max_delegations']``); while a sub-agent runs, only its tools."""
 
     def select(self, directive: Directive, view: View, registry: list[Capability], ctx: Ctx) -> list[Capability]:
         chosen = super().select(directive, view, registry, ctx)
@@ -475,7 +475,7 @@ class DelegationInterceptPolicy(AgentDelegation):
 
 @dataclass
 class SubtaskTreePlanner:
-    """P (Origami): decomposes the task once into subtasks, each worked in its own context with a step
+    """P (Origami subtask tree): decomposes the task once into subtasks, each worked in its own context with a step
     budget; moves on when a step is rewarded or the budget is spent, then asks for aggregation.
     Writes ``ctx.state['subtask']`` ({id, text}; id 0 = aggregation) as soon as it moves on."""
     max_items: int = field(default=3, metadata={"help": "subtasks per task"})
@@ -522,7 +522,7 @@ class SubtaskTreePlanner:
 
 @dataclass
 class HierarchicalFoldMemory:
-    """M (Origami): each subtask works in an isolated active context. When the planner moves on
+    """M (Origami fold of active context): each subtask works in an isolated active context. When the planner moves on
     (``ctx.state['subtask']`` changes), a fold step replaces only the active working context by a short
     artifact (one backbone call; the last informative result if the reply is empty); the full
     trajectories and the earlier artifacts are kept unchanged. The view: the artifacts of folded subtasks,
@@ -575,7 +575,7 @@ class HierarchicalFoldMemory:
 
 @dataclass
 class EvidenceMatrixMemory:
-    """M (Pegboard): every observation gets a source id (``s<step>``) and becomes cells of a candidate x clue
+    """M (Pegboard evidence matrix): every observation gets a source id (``s<step>``) and becomes cells of a candidate x clue
     evidence matrix: for each candidate it mentions (or the single candidate ``answer``) the still empty
     clue cell it matches best; a cell keeps its first evidence and that source id. ``ctx.state['coverage']`` is the
     share of cells filled. Axes come from ``ctx.state['clues']`` / ``['matrix_candidates']`` (the planner)."""
@@ -625,7 +625,7 @@ class EvidenceMatrixMemory:
 
 @dataclass
 class MatrixCoveragePlanner:
-    """P (Pegboard): one call lists the clues the answer must satisfy and the candidates; then matrix
+    """P (Pegboard matrix coverage): one call lists the clues the answer must satisfy and the candidates; then matrix
     coverage drives the directive (the uncovered clues to investigate) and the switch to verification
     (``ctx.state['verify']``) once coverage reaches ``verify_at``."""
     max_clues: int = field(default=3, metadata={"help": "clues (matrix columns)"})

@@ -151,7 +151,7 @@ def step_messages(context: Context, ctx: Ctx, max_candidates: int = 30, **extra)
 # library: jitlab.modules.case_studies.PhaseRegisterAction
 @dataclass
 class PhaseRegisterAction(ReActAction):
-    """A (Gearbox): ReAct that is the sole writer of a phase register (``ctx.state['phase']``). A reply may
+    """A (Gearbox phase register): ReAct that is the sole writer of a phase register (``ctx.state['phase']``). A reply may
     switch phase with a ``Phase: <name>`` line; without one the phase advances after ``steps_per_phase``
     steps in it. The tool policy and the memory read the register to switch tools and memory schema."""
     phases: str = field(default="explore,verify,answer", metadata={"help": "comma-separated phases, in order"})

@@ -38,7 +38,7 @@ def _last_seen(events: list[Event]) -> str:
 # library: jitlab.modules.case_studies.PhaseAwareMemory
 @dataclass
 class PhaseAwareMemory:
-    """M (Gearbox): one event store shown in a schema chosen by the phase register: ``transcript`` (the
+    """M (Gearbox phase-aware schema): one event store shown in a schema chosen by the phase register: ``transcript`` (the
     recent turns), ``findings+recent`` (one line per informative result, then the last turns) or
     ``findings`` (the evidence only). ``view.data['schema']`` says which was used."""
     schemas: str = field(default="explore:transcript,verify:findings+recent,answer:findings",

@@ -19,7 +19,7 @@ def _names(csv: str) -> list[str]:
 # library: jitlab.modules.case_studies.PhaseToolPolicy
 @dataclass
 class PhaseToolPolicy:
-    """F (Gearbox): reads the phase register; the final-answer tools are exposed only in the final phase,
+    """F (Gearbox tools per phase): reads the phase register; the final-answer tools are exposed only in the final phase,
     the other tools in every phase. Without a register (no writer composed) everything is exposed."""
     gated: str = field(default=_ANSWER_TOOLS, metadata={"help": "comma-separated tools exposed only in the final phase"})
     final_phase: str = field(default="answer", metadata={"help": "the phase that exposes the gated tools"})

@@ -28,7 +28,7 @@ def _informative(event: Event) -> bool:
 # library: jitlab.modules.case_studies.HierarchicalFoldMemory
 @dataclass
 class HierarchicalFoldMemory:
-    """M (Origami): each subtask works in an isolated active context. When the planner moves on
+    """M (Origami fold of active context): each subtask works in an isolated active context. When the planner moves on
     (``ctx.state['subtask']`` changes), a fold step replaces only the active working context by a short
     artifact (one backbone call; the last informative result if the reply is empty); the full
     trajectories and the earlier artifacts are kept unchanged. The view: the artifacts of folded subtasks,

@@ -11,7 +11,7 @@ from jitlab.protocol import Ctx, Decision, Directive, Observation, View
 # library: jitlab.modules.case_studies.SubtaskTreePlanner
 @dataclass
 class SubtaskTreePlanner:
-    """P (Origami): decomposes the task once into subtasks, each worked in its own context with a step
+    """P (Origami subtask tree): decomposes the task once into subtasks, each worked in its own context with a step
     budget; moves on when a step is rewarded or the budget is spent, then asks for aggregation.
     Writes ``ctx.state['subtask']`` ({id, text}; id 0 = aggregation) as soon as it moves on."""
     max_items: int = field(default=3, metadata={"help": "subtasks per task"})

@@ -181,7 +181,7 @@ class DAGParallelAction(ReActAction):
 # library: jitlab.modules.case_studies.BoundedDAGExecutor
 @dataclass
 class BoundedDAGExecutor(DAGParallelAction):
-    """A (Palimpsest): executes the DAG with bounded width and depth: one proposal per ready node, at most
+    """A (Palimpsest bounded executor): executes the DAG with bounded width and depth: one proposal per ready node, at most
     ``max_parallel`` per round (the rest are queued, no new calls), nodes deeper than ``max_depth`` are
     not executed. ``ctx.state['dag_rounds']`` lists the node ids proposed per round."""
     max_depth: int = field(default=3, metadata={"help": "deepest DAG node executed"})

@@ -28,7 +28,7 @@ def history_text(events: list[Event], max_chars: int) -> str:
 # library: jitlab.modules.case_studies.ArtifactMemory
 @dataclass
 class ArtifactMemory:
-    """M (Palimpsest): a short transcript plus two stores: artifacts (each informative result keyed by the
+    """M (Palimpsest artifact store): a short transcript plus two stores: artifacts (each informative result keyed by the
     action that produced it, shown so it is reused instead of recomputed) and reasoning state (the latest
     thoughts)."""
     max_chars: int = field(default=1200, metadata={"help": "characters of recent transcript shown"})

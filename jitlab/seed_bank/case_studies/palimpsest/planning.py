@@ -122,7 +122,7 @@ class DAGPlanner:
 # library: jitlab.modules.case_studies.BoundedDAGPlanner
 @dataclass
 class BoundedDAGPlanner(DAGPlanner):
-    """P (Palimpsest): turns the request into a DAG of sub-tasks with bounded shape: dependency chains at
+    """P (Palimpsest bounded DAG): turns the request into a DAG of sub-tasks with bounded shape: dependency chains at
     most ``max_depth`` long (a deeper node hangs from shallower ancestors only) and at most ``max_width``
     nodes ready at once; each ready node carries its depth for the executor."""
     max_width: int = field(default=2, metadata={"help": "ready nodes offered at once"})

@@ -33,7 +33,7 @@ def _overlap(a: str, b: str) -> int:
 # library: jitlab.modules.case_studies.EvidenceMatrixMemory
 @dataclass
 class EvidenceMatrixMemory:
-    """M (Pegboard): every observation gets a source id (``s<step>``) and becomes cells of a candidate x clue
+    """M (Pegboard evidence matrix): every observation gets a source id (``s<step>``) and becomes cells of a candidate x clue
     evidence matrix: for each candidate it mentions (or the single candidate ``answer``) the still empty
     clue cell it matches best; a cell keeps its first evidence and that source id. ``ctx.state['coverage']`` is the
     share of cells filled. Axes come from ``ctx.state['clues']`` / ``['matrix_candidates']`` (the planner)."""

@@ -22,7 +22,7 @@ def _section_list(text: str, label: str, labels: tuple[str, ...], max_items: int
 # library: jitlab.modules.case_studies.MatrixCoveragePlanner
 @dataclass
 class MatrixCoveragePlanner:
-    """P (Pegboard): one call lists the clues the answer must satisfy and the candidates; then matrix
+    """P (Pegboard matrix coverage): one call lists the clues the answer must satisfy and the candidates; then matrix
     coverage drives the directive (the uncovered clues to investigate) and the switch to verification
     (``ctx.state['verify']``) once coverage reaches ``verify_at``."""
     max_clues: int = field(default=3, metadata={"help": "clues (matrix columns)"})

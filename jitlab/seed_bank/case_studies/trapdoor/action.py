@@ -366,7 +366,7 @@ def extract_facts(text: str, source: str, max_facts: int = 6) -> list[tuple[str,
 # library: jitlab.modules.case_studies.OrchestratorAction
 @dataclass
 class OrchestratorAction(CoordinatorAction):
-    """A (Trapdoor): the ``delegate`` call is intercepted by an orchestrator loop that runs a bounded
+    """A (Trapdoor delegation intercept): the ``delegate`` call is intercepted by an orchestrator loop that runs a bounded
     sub-agent (at most ``subagent_steps`` env actions each, at most ``max_delegations`` per episode, then
     the orchestrator acts itself) and writes the facts extracted from the sub-agent's report and
     trajectory into the fact-graph memory (``ctx.state['facts_inbox']``)."""

@@ -56,7 +56,7 @@ def history_text(events: list[Event], max_chars: int) -> str:
 # library: jitlab.modules.case_studies.FactGraphMemory
 @dataclass
 class FactGraphMemory:
-    """M (Trapdoor): the orchestrator's transcript plus a fact graph (entity -> relation -> value, each edge
+    """M (Trapdoor fact graph): the orchestrator's transcript plus a fact graph (entity -> relation -> value, each edge
     with its source). Facts come from the orchestrator (``ctx.state['facts_inbox']``: what it extracted
     from a sub-agent's report and trajectory) and from the orchestrator's own observations."""
     max_chars: int = field(default=1200, metadata={"help": "characters of recent transcript shown"})

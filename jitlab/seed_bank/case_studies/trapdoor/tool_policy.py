@@ -36,8 +36,8 @@ class AgentDelegation:
 # library: jitlab.modules.case_studies.DelegationInterceptPolicy
 @dataclass
 class DelegationInterceptPolicy(AgentDelegation):
-    """F (Trapdoor): the registry plus ``delegate`` while delegations are left (``ctx.state['max_delegations']``);
-    while a sub-agent runs, only its tools."""
+    """F (Trapdoor bounded delegation): the registry plus ``delegate`` while delegations are left
+    (``ctx.state['max_delegations']``); while a sub-agent runs, only its tools."""
 
     def select(self, directive: Directive, view: View, registry: list[Capability], ctx: Ctx) -> list[Capability]:
         chosen = super().select(directive, view, registry, ctx)

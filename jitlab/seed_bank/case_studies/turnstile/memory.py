@@ -33,7 +33,7 @@ def _overlap(a: str, b: str) -> int:
 # library: jitlab.modules.case_studies.EvidenceChecklistMemory
 @dataclass
 class EvidenceChecklistMemory:
-    """M (Turnstile): the transcript plus a data store of evidence buckets (``ctx.state['checklist']``):
+    """M (Turnstile evidence checklist): the transcript plus a data store of evidence buckets (``ctx.state['checklist']``):
     each informative result fills the open bucket it matches best (else the first open one), with its
     source id (``s<step>``); ``ctx.state['checklist_complete']`` turns true when every bucket is filled."""
     max_chars: int = field(default=1800, metadata={"help": "characters of transcript shown (most recent kept)"})

@@ -22,7 +22,7 @@ def _section_list(text: str, label: str, labels: tuple[str, ...], max_items: int
 # library: jitlab.modules.case_studies.SpecChecklistPlanner
 @dataclass
 class SpecChecklistPlanner:
-    """P (Turnstile): one call writes a specification of the answer and a checklist of the evidence it
+    """P (Turnstile spec + checklist): one call writes a specification of the answer and a checklist of the evidence it
     needs (``ctx.state['checklist']``); the directive names the open buckets, then tells the agent to
     commit once the evidence memory has filled them all."""
     max_items: int = field(default=3, metadata={"help": "evidence buckets in the checklist"})

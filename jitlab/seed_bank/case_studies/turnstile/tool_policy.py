@@ -19,7 +19,7 @@ def _names(csv: str) -> list[str]:
 # library: jitlab.modules.case_studies.EvidenceGatedPolicy
 @dataclass
 class EvidenceGatedPolicy:
-    """F (Turnstile, Pegboard): the final-answer tools stay hidden until the evidence is complete
+    """F (evidence-gated final answer; Turnstile, Pegboard): the final-answer tools stay hidden until the evidence is complete
     (``ctx.state[state_key]`` is true, set by an evidence memory or planner); everything is exposed in
     the last ``open_before_end`` steps of the task's budget."""
     gated: str = field(default=_ANSWER_TOOLS, metadata={"help": "comma-separated tools hidden until the evidence is complete"})
