@@ -297,9 +297,10 @@ class BoundedDAGPlanner(DAGPlanner):
     def plan(self, view: View, ctx: Ctx) -> Directive:
         directive = super().plan(view, ctx)
         ready = [{**n, "depth": self.dag.nodes[n["id"]].get("depth", 1)} for n in directive.data["ready"][: self.max_width]]
-        text = directive.text
-        if len(directive.data["ready"]) > len(ready):
-            text = "Ready sub-tasks: " + "; ".join(f"[{n['id']}] {n['text']}" for n in ready) + "\n" + text.split("\n", 1)[-1]
+        lines = directive.text.split("\n")
+        if len(directive.data["ready"]) > len(ready):  # the first line lists the ready nodes: only those offered
+            lines[0] = "Ready sub-tasks: " + "; ".join(f"[{n['id']}] {n['text']}" for n in ready)
+        text = "\n".join(lines)
         return Directive(text, {**directive.data, "ready": ready, "max_width": self.max_width, "max_depth": self.max_depth})
 
 
@@ -441,7 +442,14 @@ class OrchestratorAction(CoordinatorAction):
         ctx.state["facts_inbox"] = []
 
     def act(self, context: Context, ctx: Ctx) -> Decision:
-        if self.sub is None and len(ctx.state["delegations"]) >= self.max_delegations:
+        if self.sub is not None:
+            decision = self.sub.act(context.observation, ctx)
+            if decision is not None:
+                return decision
+            record = self._close(ctx)  # it wrote its report: back to the orchestrator, with the report as a hint
+            context = replace(context, capabilities=list(ctx.task.tools) + [DELEGATE],
+                              hints=context.hints + [f"Report from {record['agent']}: {record['report']}"])
+        if len(ctx.state["delegations"]) >= self.max_delegations:
             env_tools = [c for c in context.capabilities if c.name != DELEGATE.name] or list(ctx.task.tools)
             return ReActAction.act(self, replace(context, capabilities=env_tools), ctx)
         return super().act(context, ctx)

@@ -153,7 +153,9 @@ def test_dag_respects_its_width_and_depth_bounds(run):
     rounds = r.agent.ctx.state["dag_rounds"]
     assert rounds and all(len(rnd) <= 2 for rnd in rounds) and any(len(rnd) == 2 for rnd in rounds)
     directives = [s["trace"]["directive"] for s in r.steps]
-    assert all(d.count("[") - d.split("\n")[-1].count("[") <= 2 for d in directives if d.startswith("Ready"))
+    ready_lines = [d.split("\n")[0] for d in directives if d.startswith("Ready")]
+    assert ready_lines and all(line.count("[") <= 2 for line in ready_lines)          # at most max_width offered
+    assert all(d.count("Ready sub-tasks:") <= 1 for d in directives)
     assert r.modules["memory"].artifacts                                       # results kept as reusable artifacts
 
 
@@ -182,6 +184,24 @@ def test_delegated_call_runs_a_bounded_sub_agent_and_fills_the_fact_graph(run):
     edges = r.modules["memory"].edges
     assert any(src.startswith("sub1") for *_, src in edges)        # facts from the sub-agent's trajectory
     assert any(s == "you" and rel == "see" for s, rel, *_ in extract_facts("You see a door. The key is red.", "x"))
+
+
+def test_a_sub_agent_that_reports_early_does_not_exceed_the_delegation_budget(run):
+    def script(messages):
+        system = messages[0]["content"]
+        if "orchestrator" in system:
+            if "delegate" in system.split("To delegate")[0]:
+                return "Delegate: look around | tools: act"
+            return "Thought: act myself.\nAction: look"
+        if "Observation" in last_user(messages) or "look" in last_user(messages).split("Steps left")[0]:
+            return "Finish: the room has a door"
+        return "Thought: looking.\nAction: look"
+    action = OrchestratorAction(subagent_steps=3, max_delegations=2)
+    r = run(memory=FactGraphMemory(), policy=DelegationInterceptPolicy(), action=action, responder=script,
+            prompts=load_harness("case_studies/trapdoor").prompts)
+    delegations = r.agent.ctx.state["delegations"]
+    assert len(delegations) == 2 and all(1 <= d["steps"] < 3 for d in delegations)
+    assert ("room", "has", "a door", "sub1") in r.modules["memory"].edges   # the report's fact, with its source
 
 
 # ---------------------------------------------------------------------------------------------- Origami

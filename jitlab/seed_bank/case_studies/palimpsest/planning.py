@@ -141,9 +141,10 @@ class BoundedDAGPlanner(DAGPlanner):
     def plan(self, view: View, ctx: Ctx) -> Directive:
         directive = super().plan(view, ctx)
         ready = [{**n, "depth": self.dag.nodes[n["id"]].get("depth", 1)} for n in directive.data["ready"][: self.max_width]]
-        text = directive.text
-        if len(directive.data["ready"]) > len(ready):
-            text = "Ready sub-tasks: " + "; ".join(f"[{n['id']}] {n['text']}" for n in ready) + "\n" + text.split("\n", 1)[-1]
+        lines = directive.text.split("\n")
+        if len(directive.data["ready"]) > len(ready):  # the first line lists the ready nodes: only those offered
+            lines[0] = "Ready sub-tasks: " + "; ".join(f"[{n['id']}] {n['text']}" for n in ready)
+        text = "\n".join(lines)
         return Directive(text, {**directive.data, "ready": ready, "max_width": self.max_width, "max_depth": self.max_depth})
 
 

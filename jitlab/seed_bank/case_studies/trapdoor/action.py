@@ -379,7 +379,14 @@ class OrchestratorAction(CoordinatorAction):
         ctx.state["facts_inbox"] = []
 
     def act(self, context: Context, ctx: Ctx) -> Decision:
-        if self.sub is None and len(ctx.state["delegations"]) >= self.max_delegations:
+        if self.sub is not None:
+            decision = self.sub.act(context.observation, ctx)
+            if decision is not None:
+                return decision
+            record = self._close(ctx)  # it wrote its report: back to the orchestrator, with the report as a hint
+            context = replace(context, capabilities=list(ctx.task.tools) + [DELEGATE],
+                              hints=context.hints + [f"Report from {record['agent']}: {record['report']}"])
+        if len(ctx.state["delegations"]) >= self.max_delegations:
             env_tools = [c for c in context.capabilities if c.name != DELEGATE.name] or list(ctx.task.tools)
             return ReActAction.act(self, replace(context, capabilities=env_tools), ctx)
         return super().act(context, ctx)
