@@ -331,3 +331,58 @@ def test_matrix_coverage_drives_the_switch_to_verification(run):
     assert directives[:2] == ["Find evidence for: east; chest", "Find evidence for: chest"]
     assert directives[2].startswith("Evidence matrix is covered") and state["verify"] and state["coverage"] == 1.0
     assert {k: v["source"] for k, v in state["matrix"].items()} == {"answer | east": "s1", "answer | chest": "s2"}
+
+
+# ---------------------------------------------------------------------------------------------- open to JIT
+
+def test_compose_samples_case_study_modules_into_loadable_coupled_harnesses(tmp_path):
+    from jitlab.jit.generate.compose import ComposeConfig, ComposeGenerator
+    from jitlab.jit.generate.library import ROLES, choices_of, requirements
+    from jitlab.resolve import resolve_files
+    suite = get_suite("toy")
+    llm = LLMHandle(get_scripted("pick-hash"), Budget(max_tokens=10 ** 7), None, seed=0, phase="generate")
+    gen = ComposeGenerator(llm, ComposeConfig(strategy="sample"))
+    picked = []
+    for i in range(30):
+        cand = gen.generate(suite.tasks("test")[0].public(), [], llm, index=i)
+        choices = choices_of(cand.files)
+        mine = [c.path for r, c in choices.items() if r in ROLES and c.path.startswith("jitlab.modules.case_studies")]
+        if not mine:
+            continue
+        for role, c in choices.items():                 # couplings learned from the case studies hold
+            for other, path in (requirements().get(c.path, {}) if role in ROLES else {}).items():
+                assert choices[other].path == path, (mine, other)
+        folder = tmp_path / f"c{i}"
+        folder.mkdir()
+        for name, text in resolve_files(cand.files).items():
+            (folder / name).write_text(text)
+        h = load_harness(folder)
+        run = LLMHandle(get_scripted("pick-hash"), Budget())
+        env = suite.make_env(suite.tasks("dev")[0])
+        assert run_episode(env, HarnessAgent(h, run), run, Budget()).status == "ok", mine
+        picked += mine
+    assert len(set(picked)) >= 3, picked               # the sampler reaches several of the new modules
+
+
+def test_a_case_study_mechanism_combines_with_a_seed_module(tmp_path):
+    from jitlab.jit.generate.library import Choice, choices_of, option, render_files
+    from jitlab.resolve import resolve_files
+    choices = choices_of(read_files(seed_bank_dir() / "case_studies" / "turnstile"))
+    ensemble = option("EnsembleVote", "A")             # a seed module (sampled voting) under the evidence gate
+    choices["A"] = Choice("A", "library", ensemble.path, {"k": 2}, label=ensemble.label)
+    files = resolve_files(render_files(choices, name="turnstile-vote", lineage={"test": "combination"}))
+    folder = tmp_path / "h"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    h = load_harness(folder)
+    steps = []
+    suite = get_suite("dbbench")
+    llm = LLMHandle(get_scripted("pick-hash"), Budget())
+    env = suite.make_env(suite.tasks("dev")[0])
+    try:
+        result = run_episode(env, HarnessAgent(h, llm), llm, Budget(), on_step=steps.append)
+    finally:
+        env.close()
+    assert result.status == "ok" and h.classes["action"].__mro__[1].__name__ == "EnsembleVote"
+    assert steps[0]["trace"]["capabilities"] == ["execute_sql"]     # the gate still holds back commit_answer
