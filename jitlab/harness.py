@@ -6,10 +6,14 @@ A harness folder holds ``memory.py`` (class ``Memory``), ``planning.py`` (class 
 modules). An optional ``hooks.py`` (class ``Hooks``) holds lifecycle hooks added by an engineer.
 Each class is built with no arguments; configuration lives in class attributes.
 
-``resolve(name_or_path)`` finds a seed by short name in ``seed_bank/`` or takes a folder path.
+``resolve(name_or_path)`` finds a seed by short name in ``seed_bank/`` (a case study as
+``case_studies/<name>``) or takes a folder path.
 
 Seeds: ``seed_bank/`` (a link to ``jitlab/seed_bank/``, shipped as package data) holds each seed's
 *resolved* source, generated from its library composition in ``jitlab/seeds/`` (see :mod:`jitlab.resolve`).
+The paper's case-study harnesses live one level down, in ``seeds/case_studies/`` and
+``seed_bank/case_studies/``: regenerated and checked like the seeds, but not seeds (``seed_names()``, the
+bank B0, baselines and Table 2 leave them out); ``case_study_names()`` lists them.
 
 Identity: ``harness_sha`` hashes the resolved files, so a folder that subclasses library modules and its
 resolved form have the same sha, and a change to library code a harness uses changes its sha.
@@ -29,7 +33,8 @@ import yaml
 from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import package_root
 
-__all__ = ["MODULE_FILES", "Harness", "harness_sha", "load_harness", "read_files", "regenerate_seeds", "resolve",
+__all__ = ["CASE_STUDIES", "MODULE_FILES", "Harness", "case_study_names", "harness_sha", "load_harness", "read_files",
+           "regenerate_seeds", "resolve",
            "resolve_folder", "seed_names", "seed_sources_dir"]
 
 # file -> (class it must define, methods that class must have)
@@ -50,19 +55,30 @@ def seed_bank_dir() -> Path:
 
 
 def seed_names() -> list[str]:
+    """The seeds (B0): folders of ``seed_bank/`` with a description.yaml (``case_studies/`` has none)."""
     root = seed_bank_dir()
     return sorted(p.name for p in root.iterdir() if (p / "description.yaml").exists()) if root.exists() else []
 
 
+CASE_STUDIES = "case_studies"
+
+
+def case_study_names(root: Path | None = None) -> list[str]:
+    """The paper's case-study harnesses as ``case_studies/<name>`` (in ``root``, default ``seed_bank/``)."""
+    folder = (root or seed_bank_dir()) / CASE_STUDIES
+    return sorted(f"{CASE_STUDIES}/{p.name}" for p in folder.iterdir() if (p / "description.yaml").is_file()) \
+        if folder.is_dir() else []
+
+
 def resolve(name_or_path: str | Path) -> Path:
-    """A seed name (``react``) or a path to a harness folder -> the folder."""
+    """A seed name (``react``), a case study (``case_studies/turnstile``) or a path to a harness folder -> the folder."""
     path = Path(name_or_path)
     if path.is_dir():
         return path.resolve()
     candidate = seed_bank_dir() / str(name_or_path)
     if candidate.is_dir():
         return candidate
-    raise UnknownName("harness", str(name_or_path), seed_names() + ["<path to a harness folder>"])
+    raise UnknownName("harness", str(name_or_path), seed_names() + case_study_names() + ["<path to a harness folder>"])
 
 
 def read_files(folder: str | Path) -> dict[str, str]:
@@ -205,14 +221,16 @@ def seed_sources_dir() -> Path:
 
 def regenerate_seeds(check: bool = False, out_dir: str | Path | None = None, sources: dict | None = None,
                      names: list[str] | None = None) -> list[str]:
-    """Write the resolved form of every ``jitlab/seeds/<name>/`` into ``seed_bank/<name>/`` (or ``out_dir``).
+    """Write the resolved form of every ``jitlab/seeds/<name>/`` into ``seed_bank/<name>/`` (or ``out_dir``),
+    the case studies (``case_studies/<name>``) included.
 
     Returns the names whose written folder differed (with ``check=True`` nothing is written: the names
     whose checked-in folder is out of date, or missing)."""
     from jitlab.resolve import resolve_files
     src_root, dest_root = seed_sources_dir(), Path(out_dir) if out_dir else seed_bank_dir()
     stale = []
-    for name in names or sorted(p.name for p in src_root.iterdir() if (p / "description.yaml").is_file()):
+    every = sorted(p.name for p in src_root.iterdir() if (p / "description.yaml").is_file()) + case_study_names(src_root)
+    for name in names or every:
         files = resolve_files(read_files(src_root / name), sources)
         dest = dest_root / name
         current = {}

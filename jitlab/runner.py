@@ -96,7 +96,7 @@ def _agent_factory(cfg: RunConfig, suite):
         return "oracle", f"oracle:{cfg.suite}", "trusted (oracle)", lambda env, llm: suite.oracle(env)
     from jitlab.harness import load_harness, resolve, seed_bank_dir
     folder = resolve(cfg.harness)
-    trusted = folder.parent == seed_bank_dir().resolve()
+    trusted = folder.parent in (seed_bank_dir().resolve(), (seed_bank_dir() / "case_studies").resolve())  # resolved library code
     harness = load_harness(folder) if trusted else None
     if cfg.isolation == "none" or (cfg.isolation == "auto" and trusted):
         if not trusted and not cfg.allow_unisolated:

@@ -99,8 +99,8 @@ def cmd_harnesses(args) -> int:
         verb = "out of date" if args.check else "rewritten"
         print(f"seed_bank/: {', '.join(changed) + ' ' + verb if changed else 'up to date'}")
         return 1 if (args.check and changed) else 0
-    from jitlab.harness import load_harness, seed_names
-    for name in seed_names():
+    from jitlab.harness import case_study_names, load_harness, seed_names
+    for name in seed_names() + case_study_names():  # the case studies after the seeds (they are not in B0)
         desc = load_harness(name).description
         mods = desc.get("modules", {})
         try:
@@ -109,7 +109,7 @@ def cmd_harnesses(args) -> int:
         except ImportError:
             pass
         tag = " (baseline)" if desc.get("baseline") else ""
-        print(f"{name + tag:<22} M={mods.get('M')} | P={mods.get('P')} | F={mods.get('F')} | A={mods.get('A')}")
+        print(f"{name + tag:<24} M={mods.get('M')} | P={mods.get('P')} | F={mods.get('F')} | A={mods.get('A')}")
     return 0
 
 

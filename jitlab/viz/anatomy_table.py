@@ -3,6 +3,7 @@
     from jitlab.viz.anatomy_table import save_diagrams, table, write_table
     write_table(table(), "figures")            # table2_seed_bank.md / .csv
     save_diagrams(out_dir="figures/anatomy")   # <name>.svg for every seed
+    save_case_studies("figures/case_studies")  # <name>.svg for the paper's six case studies (not seeds)
 
 ``summary_row`` is also what ``jitlab harnesses`` prints per seed.
 """
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jitlab.harness import seed_names
+from jitlab.harness import case_study_names, seed_names
 from jitlab.viz.anatomy import Anatomy, anatomy
 from jitlab.viz.tables import markdown_table
 
-__all__ = ["save_diagrams", "summary_row", "table", "write_table"]
+__all__ = ["CASE_STUDY_CAPTION", "save_case_studies", "save_diagrams", "summary_row", "table", "write_table"]
 
 
 def summary_row(folder: str | Path | Anatomy) -> dict:
@@ -46,3 +47,13 @@ def save_diagrams(folders=None, out_dir: str | Path = "figures/anatomy") -> list
     """Write ``<out_dir>/<name>.svg`` for each harness (default: every seed); returns the paths."""
     return [(a := anatomy(f)).save(Path(out_dir) / f"{a.name}.svg")
             for f in (seed_names() if folders is None else folders)]
+
+
+CASE_STUDY_CAPTION = ("The analogues of JIT-Agent's case-study figures (Figs. 7, 8, A.1-A.4): one SVG per case-study "
+                      "harness in seed_bank/case_studies/ (not part of the seed bank B0), derived from its code by "
+                      "jitlab.viz.anatomy.")
+
+
+def save_case_studies(out_dir: str | Path = "figures/case_studies") -> list[Path]:
+    """Write ``<out_dir>/<name>.svg`` for each case-study harness (``seed_bank/case_studies/``); returns the paths."""
+    return save_diagrams(case_study_names(), out_dir)

@@ -13,7 +13,8 @@ Figures: ``fig_stream`` (paper Figure 6: cumulative accuracy over the task strea
 streaming solid; per-task cost and tool calls with local-variation bands = rolling mean ± rolling
 std), ``fig_pareto`` (Figure 4: harness × backbone pairings as (cost per case, score), the global
 Pareto frontier as a step line, dominated region shaded), ``fig_jit_gain`` (Figure 5: JIT vs ReAct
-per backbone, gain in the axis labels), ``seed_bank_table`` (per-harness results table).
+per backbone, gain in the axis labels), ``seed_bank_table`` (per-harness results table). ``make_figures`` also
+redraws the case-study anatomy diagrams (``figures/case_studies/``; from code, no runs needed).
 The numbers behind each figure come from the table functions (``stream_curves``, ``final_accuracy``,
 ``pairings``, ``pareto_frontier``, ``jit_gain``), which need only pandas.
 
@@ -389,7 +390,8 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
     """Write every figure the given runs support into ``out`` and (re)write ``out/README.md``.
 
     Per suite: Figure 6 (if it has JIT runs), Figure 4 (any runs), Figure 5 (a ``baseline`` run and a
-    JIT run on the same backbone); the seed-bank table (fixed-harness runs). Returns the index entries."""
+    JIT run on the same backbone); the seed-bank table (fixed-harness runs); the case-study anatomy diagrams
+    (``out/case_studies/``, from code). Returns the index entries."""
     out = Path(out)
     given = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
     runs = [str(p) for p in expand_runs(given)]
@@ -439,8 +441,20 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
         add("table_seed_bank", files, "Seed-bank table: fixed harnesses per suite",
             "Success rate (score), cost and tool calls per case of each fixed harness run, per suite and "
             "backbone" + (", with its M/P/F/A" if "M" in table.columns else "") + ".", df[df["mode"] == "fixed"])
+    entries += _case_study_entries(out, command)
     register(out, entries)
     return entries
+
+
+def _case_study_entries(out: Path, command: str) -> list[dict]:
+    """The case-study anatomy diagrams (from code, no runs needed) in ``out/case_studies/``."""
+    from jitlab.viz.anatomy_table import CASE_STUDY_CAPTION, save_case_studies
+    paths = save_case_studies(out / "case_studies")
+    if not paths:
+        return []
+    return [{"stem": "case_studies", "files": [str(p.relative_to(out)) for p in paths],
+             "title": "Anatomy diagrams of the case-study harnesses", "caption": CASE_STUDY_CAPTION,
+             "command": command, "generated": _dt.datetime.now().isoformat(timespec="seconds")}]
 
 
 def register(out: str | Path, entries: list[dict]) -> Path:

@@ -67,9 +67,13 @@ def test_01_seed_bank_smoke(tmp_path):
     for name in seeds:
         svg = (figs / "anatomy" / f"{name}.svg").read_text()
         assert svg.lstrip().startswith("<svg") and len(svg) > 2000, name
-    assert len(_outputs(nb, "image/svg+xml")) == 13
+    # and one per case-study harness (not seeds: no Table 2 row, no runs), in figures/case_studies/
+    cases = sorted(p.stem for p in (figs / "case_studies").glob("*.svg"))
+    assert cases == ["gearbox", "origami", "palimpsest", "pegboard", "trapdoor", "turnstile"]
+    assert len(_outputs(nb, "image/svg+xml")) == 13 + 6
     readme = (figs / "README.md").read_text()
     assert "table2_seed_bank.csv" in readme and "anatomy/react.svg" in readme and "papermill" in readme
+    assert "case_studies/turnstile.svg" in readme
 
     # 13 harnesses x 3 suites, one run directory each, with the scripted double recorded
     for suite in SUITES:

@@ -103,7 +103,10 @@ def test_make_figures_writes_files_and_readme(runs, tmp_path):
     assert "| random |" in table and "| react |" in table
     readme = (out / "README.md").read_text()
     command = f"jitlab figures --runs {runs} --out {out}"
-    assert readme.count(command) == 4                              # each figure and the table list it
+    assert readme.count(command) == 5                              # each figure, the table and the case studies list it
+    assert "[case_studies/turnstile.svg](case_studies/turnstile.svg)" in readme
+    assert sorted(p.name for p in (out / "case_studies").iterdir()) == [f"{n}.svg" for n in (
+        "gearbox", "origami", "palimpsest", "pegboard", "trapdoor", "turnstile")]
     for stem in stems:
         assert f"[{stem}.png]({stem}.png)" in readme
     # the closing note carries the Figure 6 numbers, equal to the records'
@@ -111,7 +114,7 @@ def test_make_figures_writes_files_and_readme(runs, tmp_path):
     acc = {m: df[df["mode"] == m]["success"].mean() for m in ("static", "streaming")}
     assert f"| toy | scripted:pick-hash | {acc['static']:.3f} | {acc['streaming']:.3f} | 12 / 12 |" in readme
     index = json.loads((out / "figures.json").read_text())
-    assert set(index) == stems | {"table_seed_bank"}
+    assert set(index) == stems | {"table_seed_bank", "case_studies"}
     # entries of other producers survive a rerun; entries whose files vanished are dropped
     (out / "extra.svg").write_text("<svg/>")
     F.register(out, [{"stem": "anatomy_react", "files": ["extra.svg"], "title": "anatomy", "command": "x"}])
@@ -125,6 +128,6 @@ def test_make_figures_writes_files_and_readme(runs, tmp_path):
 
 def test_no_jit_runs_means_no_stream_figure(runs, tmp_path):
     entries = F.make_figures([runs / "react"], tmp_path, formats=("png",))
-    assert [e["stem"] for e in entries] == ["fig4_pareto_toy", "table_seed_bank"]
+    assert [e["stem"] for e in entries] == ["fig4_pareto_toy", "table_seed_bank", "case_studies"]
     with pytest.raises(ConfigError, match="no backbone has both"):
         F.fig_jit_gain(F.collect([runs / "react"]))

@@ -6,15 +6,16 @@ couplings learned from the seed bank, and reading a harness's files back into ch
     choices = choices_of(files)            # {"M": Choice, ..., "prompt": Choice} for a harness's files
     files = render_files(choices, name=..., lineage=...)   # the five files again
 
-Options are discovered from the module library (``jitlab.modules.basic`` and the
-``memory``/``planning``/``policy``/``action`` library files, whichever exist): every class in a
+Options are discovered from the module library (``jitlab.modules.basic``, the
+``memory``/``planning``/``policy``/``action`` library files and ``case_studies``, whichever exist): every class in a
 module's ``__all__`` that has the role's methods and can be built with no arguments. Its label is
 its name in words, its description the first line of its docstring, its parameters the scalar
 dataclass fields (int, float, bool, str) with their defaults and help.
 
 Couplings: library modules talk through ``ctx.state`` (a fold directive, a sub-agent's status...),
-so some only work with a partner. They are read from the seed bank: when every seed that uses a
-non-basic option X also uses the same non-basic option Y in another role, X requires Y.
+so some only work with a partner. They are read from the seed bank and the case studies
+(``seed_bank/case_studies/``): when every harness there that uses a non-basic option X also uses the same
+non-basic option Y in another role, X requires Y.
 
 Caveats: a seed's module file that is more than a thin subclass (methods of its own) is not a library
 choice; ``choices_of`` keeps such a file verbatim (``kind="file"``), so crossover can still reuse it.
@@ -59,7 +60,7 @@ ROLES = {
 }
 ROLE_FILES = {spec[0]: role for role, spec in ROLES.items()}
 LIBRARY_MODULES = ("jitlab.modules.basic", "jitlab.modules.memory", "jitlab.modules.planning",
-                   "jitlab.modules.policy", "jitlab.modules.action")
+                   "jitlab.modules.policy", "jitlab.modules.action", "jitlab.modules.case_studies")
 BASIC = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction"}
 # baselines and helpers that are not choices for a harness
 _EXCLUDE = {"RandomAction", "SubAgent", "TaskDAG"}
@@ -283,9 +284,9 @@ def choices_of(files: dict[str, str], source: str = "") -> dict[str, Choice]:
 @lru_cache(maxsize=1)
 def requirements() -> dict[str, dict[str, str]]:
     """{option path: {role: required option path}} learned from the seed bank (module docstring)."""
-    from jitlab.harness import read_files, seed_bank_dir, seed_names
+    from jitlab.harness import case_study_names, read_files, seed_bank_dir, seed_names
     uses: dict[str, list[dict[str, str]]] = {}
-    for name in seed_names():
+    for name in seed_names() + case_study_names():
         try:
             files = read_files(seed_bank_dir() / name)
         except (HarnessError, OSError):  # an incomplete seed teaches nothing; the bank reports it

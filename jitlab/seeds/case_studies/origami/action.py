@@ -1,0 +1,6 @@
+"""origami action: ReAct."""
+from jitlab.modules.basic import ReActAction
+
+
+class Action(ReActAction):
+    pass

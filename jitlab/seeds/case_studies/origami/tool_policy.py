@@ -1,0 +1,6 @@
+"""origami capability policy: full registry."""
+from jitlab.modules.basic import FullRegistry
+
+
+class CapabilityPolicy(FullRegistry):
+    pass

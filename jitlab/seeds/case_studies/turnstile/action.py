@@ -1,0 +1,6 @@
+"""turnstile action: ReAct."""
+from jitlab.modules.basic import ReActAction
+
+
+class Action(ReActAction):
+    pass

@@ -1,0 +1,6 @@
+"""turnstile planner: specification + evidence checklist."""
+from jitlab.modules.case_studies import SpecChecklistPlanner
+
+
+class Planner(SpecChecklistPlanner):
+    pass
