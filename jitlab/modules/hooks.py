@@ -13,6 +13,14 @@ set, so the resolved file (jitlab/resolve.py inlines this code) shows every rule
 Replacements choose among the admissible commands not yet tried in the state, by backbone likelihood
 (``ctx.llm.score``, one batched pass) when the backbone has it, else in the listed order.
 
+``InterventionHooks`` (Life-Harness style, mined from trajectories by jitlab.engineer.interventions) adds an
+output interceptor (``normalise``: quotes, ``Action:`` prefixes and trailing punctuation off, then an exact
+admissible match), re-ranking over the admissible set (``rerank``: ``untried`` replaces a repeat, ``always``
+picks the likeliest untried command every step) with verb priors learned from successes (``prefer``, added
+to the log-likelihood). Without ``score`` (litellm backbones) the choice is asked of the backbone by chat (a
+numbered list, reply with a number); the method used (score | chat | order) is recorded in the step trace
+(``trace.hook``, e.g. ``rerank:chat``).
+
 "State" is the last observation that followed an action that did not fail (or the first one): a failed
 action leaves the world as it was, whatever message it printed. An action *failed* when it earned no
 reward and its observation repeats the state's or reads like a refusal (``FAIL_PATTERNS``). Caveats: the
@@ -29,7 +37,7 @@ from dataclasses import dataclass, field
 
 from jitlab.protocol import Context, Ctx, Decision, Observation
 
-__all__ = ["FAIL_PATTERNS", "RuleHooks"]
+__all__ = ["FAIL_PATTERNS", "InterventionHooks", "RuleHooks", "normalise_command"]
 
 FAIL_PATTERNS = re.compile(
     r"nothing happens|you can't|you cannot|can't do that|not a verb|don't understand|doesn't understand|"
@@ -98,8 +106,9 @@ class RuleHooks:
             if rule:
                 fresh = [c for c in candidates if c.lower() not in tried and
                          not self._fails[(self._state, c.lower())]] or candidates
-                choice = _likeliest(ctx, context, fresh)
+                choice, method = self._choose(ctx, context, fresh)
                 decision = Decision(decision.tool, {"command": choice}, decision.thought, dict(decision.data))
+                rule = f"{rule}:{method}"
         if rule:
             decision.data["hook"] = rule
         self._pending = (self._state, _key(decision))
@@ -120,17 +129,79 @@ class RuleHooks:
         self._last_text = obs.text
 
 
+    def _choose(self, ctx: Ctx, context: Context, candidates: list[str]) -> tuple[str, str]:
+        return _likeliest(ctx, context, candidates)
+
+
 def _commit_tool(context: Context) -> bool:
     return any(c.name == "commit_answer" for c in context.capabilities)
 
 
-def _likeliest(ctx: Ctx, context: Context, candidates: list[str]) -> str:
-    """The candidate the backbone finds likeliest after the view; the first one when it cannot score."""
+def _likeliest(ctx: Ctx, context: Context, candidates: list[str], prior: dict | None = None) -> tuple[str, str]:
+    """(the candidate the backbone finds likeliest after the view, plus ``prior`` of its first word; how it was
+    chosen): ``score`` (one likelihood pass), ``chat`` (no score(): the backbone picks a number from a list),
+    ``order`` (neither worked: the first candidate)."""
     if len(candidates) == 1:
-        return candidates[0]
+        return candidates[0], "only"
+    messages = [{"role": "user", "content": f"{context.view.text}\nNext command:"}]
+    prior = prior or {}
     try:
-        messages = [{"role": "user", "content": f"{context.view.text}\nNext command:"}]
         scores = ctx.llm.score(messages, candidates)
     except NotImplementedError:
-        return candidates[0]
-    return candidates[max(range(len(candidates)), key=scores.__getitem__)]
+        return _chat_choice(ctx, context, candidates)
+    total = [s + prior.get(c.split()[0].lower() if c.split() else "", 0.0) for s, c in zip(scores, candidates)]
+    return candidates[max(range(len(candidates)), key=total.__getitem__)], "score"
+
+
+def _chat_choice(ctx: Ctx, context: Context, candidates: list[str]) -> tuple[str, str]:
+    listing = "\n".join(f"{i}. {c}" for i, c in enumerate(candidates, 1))
+    reply = ctx.llm.chat([{"role": "user", "content": f"{context.view.text}\nWhich command should come next?\n"
+                                                      f"{listing}\nReply with its number only."}],
+                         max_new_tokens=4, temperature=0.0).text
+    match = re.search(r"\d+", reply)
+    if match and 1 <= int(match.group()) <= len(candidates):
+        return candidates[int(match.group()) - 1], "chat"
+    return candidates[0], "order"
+
+
+def normalise_command(text: str) -> str:
+    """A command as a model tends to mangle it, cleaned: no ``Action:`` prefix, quotes, brackets or trailing
+    punctuation, single spaces, lower case."""
+    text = re.sub(r"^\s*(action|command)\s*[:：]\s*", "", str(text), flags=re.IGNORECASE)
+    previous = None
+    while previous != text:  # quotes around punctuation around quotes...
+        previous, text = text, text.strip().strip("`'\"[]<>").rstrip(".!;").strip()
+    return " ".join(text.split()).lower()
+
+
+@dataclass
+class InterventionHooks(RuleHooks):
+    """Interventions mined from one backbone's trajectories (see the module docstring); an ordinary hooks
+    overlay, so they apply to any backbone unchanged."""
+    normalise: bool = field(default=False, metadata={"help": "output interceptor: clean the command, then match an "
+                                                             "admissible one exactly"})
+    rerank: str = field(default="none", metadata={"help": "none | untried (replace a repeat in the same state) | "
+                                                          "always (likeliest untried admissible command each step)",
+                                                  "choices": ("none", "untried", "always")})
+    prefer: tuple = field(default=(), metadata={"help": "(verb, weight) pairs added to the log-likelihood of "
+                                                        "commands starting with the verb (learned from successes)"})
+
+    def pre_action(self, ctx: Ctx, context: Context, decision: Decision) -> Decision | None:
+        candidates = list(context.observation.candidates)
+        if set(decision.args) == {"command"} and candidates:
+            lowered = {c.lower(): c for c in candidates}
+            command, rule = str(decision.args["command"]), ""
+            if self.normalise and command.lower() not in lowered and normalise_command(command) in lowered:
+                command, rule = lowered[normalise_command(command)], "normalise"
+            tried = self._tried.get(self._state, set())
+            if self.rerank == "always" or (self.rerank == "untried" and command.lower() in tried):
+                fresh = [c for c in candidates if c.lower() not in tried] or candidates
+                command, method = self._choose(ctx, context, fresh)
+                rule = f"rerank:{method}"
+            if rule:
+                decision = Decision(decision.tool, {"command": command}, decision.thought,
+                                    {**decision.data, "hook": rule})
+        return super().pre_action(ctx, context, decision)
+
+    def _choose(self, ctx: Ctx, context: Context, candidates: list[str]) -> tuple[str, str]:
+        return _likeliest(ctx, context, candidates, dict(self.prefer))
