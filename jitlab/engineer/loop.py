@@ -20,8 +20,8 @@ jitlab run format), ``patches/<sha16>/`` (the patched harness folders), ``round<
 ``candidates.jsonl`` (one line per candidate: round, engineer, packet sha, patch text, identity, validation,
 Δ, both success rates, tokens, run dirs; training data for the engineer) and ``summary.json``.
 
-Caveats: a rerun with the same ``out`` resumes every run directory (finished episodes are not rerun) but
-appends candidate lines again; ``candidates.jsonl`` readers keep the last line per (round, sha).
+A rerun with the same ``out`` resumes: finished episodes are not rerun and a candidate already in
+``candidates.jsonl`` (same ``id`` = round:index:sha) is not written again.
 """
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ class EngineerConfig:
     suite: str = field(default="toy", metadata={"help": "suite name (jitlab suites)"})
     harness: str = field(default="react", metadata={"help": "base harness: seed name or folder (never edited)"})
     backbone: str = field(default="embedded", metadata={"help": "backbone the harness runs with"})
+    backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, ...); "
+                                                                          "also given to an engineer backbone of the "
+                                                                          "same kind"})
     engineer: str = field(default="rules", metadata={"help": "'rules' (offline rule teacher) or a backbone that "
                                                              "writes patches (embedded, hf:..., litellm:...)"})
     split: str = field(default="dev", metadata={"help": "split of the batch"})
@@ -82,11 +85,12 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
     from jitlab.runner import FINAL, RunConfig, RunStore, _agent_factory, drive_episode
     from jitlab.store import load, summarize
     suite = get_suite(cfg.suite)
-    rc = RunConfig(suite=cfg.suite, harness=str(harness), backbone=cfg.backbone, split=tasks[0].split,
+    rc = RunConfig(suite=cfg.suite, harness=str(harness), backbone=cfg.backbone, backbone_options=cfg.backbone_options,
+                   split=tasks[0].split,
                    family=cfg.family, seed=cfg.seed, max_steps=cfg.max_steps, max_tokens=cfg.max_tokens,
                    isolation="sandbox", allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=str(out), quiet=True)
     name, sha, isolation, make_agent = _agent_factory(rc, suite)
-    backbone = _backbone(cfg.backbone)
+    backbone = _backbone(cfg.backbone, cfg.backbone_options)
     budget = Budget(rc.max_steps, rc.max_tokens, rc.max_wall_s)
     cache = _cache(cfg)
     store = RunStore(out, {**rc.fingerprinted(), "harness_sha": sha, "task_ids": [t.id for t in tasks]})
@@ -116,11 +120,12 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
 _BACKBONES: dict = {}
 
 
-def _backbone(name: str):
+def _backbone(name: str, options: dict | None = None):
     from jitlab.llm.lazy import LazyBackbone
-    if name not in _BACKBONES:  # one (lazily loaded) model per name for the whole loop
-        _BACKBONES[name] = LazyBackbone(name, {})
-    return _BACKBONES[name]
+    key = (name, json.dumps(options or {}, sort_keys=True, default=str))
+    if key not in _BACKBONES:  # one (lazily loaded) model per name and options for the whole loop
+        _BACKBONES[key] = LazyBackbone(name, dict(options or {}))
+    return _BACKBONES[key]
 
 
 def _cache(cfg: EngineerConfig):
@@ -141,6 +146,11 @@ def delta(base: dict, patched: dict) -> dict:
 
 
 def _append(path: Path, record: dict) -> None:
+    """One line per candidate: a resumed loop (same round, index and sha) does not write it again."""
+    record["id"] = f"{record['round']}:{record['index']}:{record['sha']}"
+    if path.exists() and any(json.loads(line).get("id") == record["id"] for line in path.read_text().splitlines()
+                             if line.strip()):
+        return
     with open(path, "a") as fh:
         fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
 
@@ -161,7 +171,9 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
     dev_task = dev_task_for(suite, tasks[0])
     repair_cfg = RepairConfig(smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
-    engineer_backbone = None if cfg.engineer == "rules" else _backbone(cfg.engineer)
+    same_kind = cfg.engineer.partition(":")[0] == cfg.backbone.partition(":")[0]
+    engineer_backbone = None if cfg.engineer == "rules" else _backbone(cfg.engineer,
+                                                                        cfg.backbone_options if same_kind else {})
     engineer = make_engineer(cfg.engineer, None if engineer_backbone is None else (
         lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")))
     log = out / "candidates.jsonl"
@@ -185,8 +197,8 @@ def run_engineer(cfg: EngineerConfig) -> dict:
             sha = patch_identity(base_folder, proposal.text)
             folder = apply_patch(base_folder, proposal.text, out / "patches" / sha[:16])
             start = time.perf_counter()
-            llm = LLMHandle(_backbone(cfg.backbone), Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg),
-                            seed=cfg.seed, phase="select")
+            llm = LLMHandle(_backbone(cfg.backbone, cfg.backbone_options),
+                            Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg), seed=cfg.seed, phase="select")
             validation = validate_patch(base_folder, proposal.text, suite, dev_task, llm, out / "validate", repair_cfg)
             record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
                       "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(base_folder),

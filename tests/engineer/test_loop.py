@@ -78,10 +78,10 @@ def test_model_engineer_renders_the_packet_and_extracts_the_patch(tmp_path):
 @requires_bwrap
 def test_engineer_loop_keeps_every_candidate_and_the_best_patch(tmp_path):
     out = tmp_path / "eng"
-    rc = main(["engineer", "run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-first",
-               "--engineer", "rules", "--batch", "3", "-k", "2", "--rounds", "1", "--disjoint", "--out", str(out),
-               "--quiet"])
-    assert rc == 0
+    argv = ["engineer", "run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-first",
+            "--engineer", "rules", "--batch", "3", "-k", "2", "--rounds", "1", "--disjoint", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    assert main(argv) == 0  # a rerun resumes: nothing runs again, no candidate is written twice
     lines = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and all(line["validation"]["ok"] for line in lines)
     base_pairs = [list(p) for p in _pairs(out / "round0" / "base")]
