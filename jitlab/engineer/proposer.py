@@ -2,14 +2,15 @@
 
     from jitlab.engineer.proposer import make_engineer
     engineer = make_engineer("rules")                       # the offline rule teacher (no model)
-    engineer = make_engineer("embedded", handle=llm)        # any backbone: embedded, hf:..., litellm:..., scripted:...
+    engineer = make_engineer("embedded", lambda i: LLMHandle(backbone, seed=i))   # any backbone: embedded, hf:, litellm:
     proposals = engineer.propose(packet, k=4, current="")   # [Proposal(name, text, note)]
 
 A model engineer renders ``templates/propose.j2`` (Jinja, StrictUndefined) with the packet and the patch in
 use, asks the backbone once per proposal (proposal i uses handle seed i and temperature 0.8 after the first,
-so the replay cache keeps K different replies apart) and takes the first ```python block of the reply (the
-whole reply when there is none). Its replies are not checked here: every proposal goes through
-jitlab.engineer.patches validation, and a broken one is recorded with its diagnostic.
+so the replay cache keeps K different replies apart) and takes the first ```python block of the reply (to its
+end when a reply cut off at ``max_new_tokens`` never closes it; the whole reply when there is no block). Its
+replies are not checked here: every proposal goes through jitlab.engineer.patches validation, and a broken
+one is recorded with its diagnostic.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ __all__ = ["ModelEngineer", "RuleEngineer", "make_engineer", "render_prompt"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, loader=jinja2.FileSystemLoader(str(TEMPLATES)))
-_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)  # a reply cut at max tokens: unclosed
 
 
 def render_prompt(packet: dict, current: str = "", max_failures: int = 3) -> str:

@@ -73,6 +73,8 @@ def test_model_engineer_renders_the_packet_and_extracts_the_patch(tmp_path):
     engineer = make_engineer("scripted:engineer", lambda i: LLMHandle(double, seed=i))
     proposals = engineer.propose(packet, k=2)
     assert [p.text for p in proposals] == [NOOP_PATCH, NOOP_PATCH] and double.calls == 2
+    cut = ScriptedBackbone(lambda messages: f"```python\n{NOOP_PATCH}", name="cut")  # cut off at max tokens
+    assert make_engineer("scripted:cut", lambda i: LLMHandle(cut, seed=i)).propose(packet, k=1)[0].text == NOOP_PATCH
 
 
 @requires_bwrap
