@@ -201,6 +201,7 @@ def run_engineer(cfg: EngineerConfig) -> dict:
                             Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg), seed=cfg.seed, phase="select")
             validation = validate_patch(base_folder, proposal.text, suite, dev_task, llm, out / "validate", repair_cfg)
             record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
+                      "reply": proposal.reply,
                       "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(base_folder),
                       "parent_patch": current_text, "patch": proposal.text, "sha": sha, "folder": str(folder),
                       "validation": validation.as_dict(), "suite": cfg.suite, "backbone": cfg.backbone,

@@ -96,6 +96,8 @@ def _task_specs(config: dict) -> dict:
 
 def build_packet(run_dir: str | Path) -> dict:
     """The failure packet of the batch recorded in ``run_dir`` (see the module docstring)."""
+    import pandas as pd
+
     from jitlab.store import load
     frames = load(run_dir)
     config = frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}
@@ -118,7 +120,8 @@ def build_packet(run_dir: str | Path) -> dict:
             {"step": int(r["step"]), "tool": r["tool"], "args": json.loads(r["args"] or "{}"),
              "observation": r["observation"], "reward": r["reward"]} for _, r in rows.iterrows()]
         marks = step_marks(records)
-        limit = int(max_steps_cfg) if max_steps_cfg == max_steps_cfg and max_steps_cfg else (
+        # the run's --max-steps when it set one (a missing value reads back from the DataFrame as None or NaN)
+        limit = int(max_steps_cfg) if max_steps_cfg and not pd.isna(max_steps_cfg) else (
             spec.max_steps if spec is not None else None)
         kinds = Counter(k for m in marks for k in m)
         budget_end = bool(limit) and int(ep["steps"] or 0) >= limit and ep["status"] == "ok"

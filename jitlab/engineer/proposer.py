@@ -55,7 +55,7 @@ class ModelEngineer:
             reply = llm.chat([{"role": "user", "content": prompt}], **params).text
             block = _BLOCK.search(reply)
             text = (block.group(1) if block else reply).strip() + "\n"
-            out.append(Proposal(name=f"{self.name}#{i}", text=text, note=f"{llm.tokens} tokens"))
+            out.append(Proposal(name=f"{self.name}#{i}", text=text, note=f"{llm.tokens} tokens", reply=reply))
         return out
 
 

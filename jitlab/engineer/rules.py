@@ -23,6 +23,7 @@ class Proposal:
     name: str
     text: str
     note: str = ""
+    reply: str = ""   # a model engineer's whole reply (the patch is extracted from it)
 
 
 # rule field -> the failure kinds (jitlab.engineer.packets) it answers
