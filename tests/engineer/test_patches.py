@@ -102,8 +102,10 @@ def test_a_patch_that_reaches_out_gets_a_typed_diagnostic(tmp_path, name):
     v = _validate(tmp_path, text)
     assert not v.ok and v.stage == "smoke"
     assert v.diagnostic["kind"] == "runtime_error" and v.diagnostic["file"] == "hooks.py"
-    expected = {"read_scorer": "ModuleNotFoundError", "task_data": "KeyError", "write_harness_folder": "OSError",
-                "write_host": "Error"}[name]
-    assert expected in v.diagnostic["message"], v.diagnostic
+    # the host path is not there inside the sandbox (its /tmp is a private tmpfs; the rest is read-only)
+    expected = {"read_scorer": ("No module named 'jitlab.envs.toy'",), "task_data": ("KeyError: 'plan'",),
+                "write_harness_folder": ("Read-only file system",),
+                "write_host": ("No such file or directory", "Read-only file system")}[name]
+    assert any(e in v.diagnostic["message"] for e in expected), v.diagnostic
     assert not host.exists()
     assert "hooks.py" not in read_files(resolve("react"))
