@@ -109,3 +109,14 @@ def test_a_patch_that_reaches_out_gets_a_typed_diagnostic(tmp_path, name):
     assert any(e in v.diagnostic["message"] for e in expected), v.diagnostic
     assert not host.exists()
     assert "hooks.py" not in read_files(resolve("react"))
+
+
+def test_cli_apply_writes_the_patched_folder_and_refuses_a_bad_patch(tmp_path, capsys):
+    from jitlab.cli import main
+    (tmp_path / "good.py").write_text(NOOP_PATCH)
+    assert main(["engineer", "apply", "react", str(tmp_path / "good.py"), "--out", str(tmp_path / "p")]) == 0
+    assert read_files(tmp_path / "p")["hooks.py"] == NOOP_PATCH
+    assert patch_identity("react", NOOP_PATCH)[:12] in capsys.readouterr().out
+    (tmp_path / "bad.py").write_text(_hooks("    def act(self, context, ctx):\n        pass"))
+    assert main(["engineer", "apply", "react", str(tmp_path / "bad.py"), "--out", str(tmp_path / "q")]) == 2
+    assert "interface_mismatch" in capsys.readouterr().err and not (tmp_path / "q").exists()
