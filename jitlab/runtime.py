@@ -209,7 +209,8 @@ class HarnessAgent(Agent):
             raise HarnessError(f"Action.act returned {type(decision).__name__}, expected Decision",
                                file="action.py", kind="interface_mismatch")
         decision.data.setdefault("trace", {"view_chars": len(view.text), "directive": directive.text,
-                                           "capabilities": [c.name for c in caps], "hints": context.hints})
+                                           "capabilities": [c.name for c in caps], "hints": context.hints,
+                                           **({"hook": decision.data["hook"]} if "hook" in decision.data else {})})
         return decision
 
     def observe(self, decision: Decision, obs: Observation, step: int) -> None:

@@ -16,7 +16,7 @@ import jitlab
 
 ROOT = Path(jitlab.__file__).parent
 FAMILIES = ("llm", "envs", "modules", "sandbox", "seeds", "seed_bank")
-RANK = {"core": 0, **{f: 0 for f in FAMILIES}, "jit": 1, "viz": 2, "train": 2, "cli": 3}
+RANK = {"core": 0, **{f: 0 for f in FAMILIES}, "jit": 1, "viz": 2, "train": 2, "engineer": 2, "cli": 3}
 # inside the foundation: what each family may import besides itself
 ALLOWED = {"llm": {"core"}, "envs": {"core"}, "modules": {"core"}}
 SEED_IMPORTS = {"jitlab.protocol", "jitlab.harnesskit"}

@@ -1,0 +1,88 @@
+"""``jitlab engineer``: harness editing from failures (jitlab.engineer).
+
+    jitlab engineer packet runs/toy-react                     # the failure packet of a run, as JSON
+    jitlab engineer mine runs/toy-react [more runs] --out hooks.py   # Life-Harness interventions as a patch
+    jitlab engineer apply react hooks.py --out runs/react+patch       # base + patch -> a harness folder to run
+    jitlab engineer run --suite toy --harness react --backbone scripted:pick-first --engineer rules \\
+        --batch 4 --rounds 1 -k 4 --out runs/eng-toy [--disjoint] [--test 10]
+
+``run``'s options are generated from :class:`jitlab.engineer.loop.EngineerConfig`; the engineer machinery is
+imported inside the commands, so ``jitlab --help`` stays fast.
+"""
+from __future__ import annotations
+
+from jitlab.cli.options import add_config_arguments, config_from_args
+
+__all__ = ["add_engineer_commands", "cmd_apply", "cmd_engineer_run", "cmd_mine", "cmd_packet"]
+
+
+def cmd_packet(args) -> int:
+    from jitlab.engineer.packets import build_packet, packet_json
+    print(packet_json(build_packet(args.run_dir)))
+    return 0
+
+
+def cmd_mine(args) -> int:
+    from pathlib import Path
+
+    from jitlab.engineer.interventions import intervention_patch, mine
+    text = intervention_patch(mine(args.run_dirs, threshold=args.threshold))
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}; `jitlab engineer apply HARNESS {args.out} --out DIR` makes a patched harness")
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_apply(args) -> int:
+    from pathlib import Path
+
+    from jitlab.engineer.patches import apply_patch, check_patch, patch_identity
+    from jitlab.errors import ConfigError
+    text = Path(args.patch).read_text()
+    problem = check_patch(text)
+    if problem:
+        raise ConfigError(f"{args.patch}: {problem['kind']}: {problem['message']}")
+    folder = apply_patch(args.harness, text, args.out)
+    print(f"{folder}: {args.harness} + {args.patch} (identity {patch_identity(args.harness, text)[:12]}); it runs in "
+          "the sandbox: jitlab run --harness " + str(folder))
+    return 0
+
+
+def cmd_engineer_run(args) -> int:
+    from jitlab.engineer.loop import EngineerConfig, run_engineer
+    cfg = config_from_args(EngineerConfig, args)
+    s = run_engineer(cfg)
+    line = f"\n{cfg.out}: base success {s['base_success']:.2f} -> {s['success']:.2f} (Δ {s['delta_batch']:+.2f} on the batch)"
+    for label in ("disjoint", "test"):
+        d = s.get(f"delta_{label}")
+        if d and d["delta"] is not None:
+            line += f"; {label}: {d['base']:.2f} -> {d['patched']:.2f} (Δ {d['delta']:+.2f})"
+    print(line + f"\n  kept patch: {s['kept_sha'][:12] if s['kept_sha'] else 'none'}; candidates in "
+          f"{cfg.out}/candidates.jsonl", flush=True)
+    return 0
+
+
+def add_engineer_commands(subparsers) -> None:
+    """Register ``engineer packet`` and ``engineer run`` on an argparse subparsers object."""
+    from jitlab.engineer.loop import EngineerConfig
+    p = subparsers.add_parser("engineer", help="harness editing from failures: failure packets, patch loop")
+    sub = p.add_subparsers(dest="engineer_command", required=True)
+    pk = sub.add_parser("packet", help="print the failure packet of a run directory (JSON, deterministic)")
+    pk.add_argument("run_dir", help="a jitlab run directory (holds run.sqlite)")
+    pk.set_defaults(func=cmd_packet)
+    m = sub.add_parser("mine", help="mine interventions from one backbone's run directories into a hooks.py patch")
+    m.add_argument("run_dirs", nargs="+", help="jitlab run directories (one backbone's trajectories)")
+    m.add_argument("--threshold", type=float, default=0.1, help="share of steps a pattern needs (default: 0.1)")
+    m.add_argument("--out", help="write the patch here (default: print it)")
+    m.set_defaults(func=cmd_mine)
+    a = sub.add_parser("apply", help="write a harness folder: a base harness plus a hooks.py patch (base untouched)")
+    a.add_argument("harness", help="base harness: seed name or folder")
+    a.add_argument("patch", help="the patch (a hooks.py file)")
+    a.add_argument("--out", required=True, help="folder to write the patched harness to")
+    a.set_defaults(func=cmd_apply)
+    r = sub.add_parser("run", help="run a batch, propose K patches, measure each by Δ success (resumable runs)")
+    add_config_arguments(r, EngineerConfig, required=("suite",), exclude=("k",))
+    r.add_argument("-k", "--k", dest="k", type=int, default=4, help="patches proposed per round (default: 4)")
+    r.set_defaults(func=cmd_engineer_run)

@@ -1,0 +1,245 @@
+"""The engineer loop: run a batch, packet its failures, have an engineer propose K patches, measure each by Δ.
+
+    jitlab engineer run --suite toy --harness react --backbone scripted:pick-first --engineer rules \\
+        --batch 4 --rounds 1 -k 4 --out runs/eng-toy
+    from jitlab.engineer.loop import EngineerConfig, run_engineer
+    summary = run_engineer(EngineerConfig(suite="toy", harness="react", backbone="scripted:pick-first"))
+
+Per round: the batch (tasks ``offset .. offset+batch`` of ``split``/``family``, one seed) runs with the current
+harness -> ``build_packet`` -> the engineer proposes K patches (hooks.py overlays on the *base* harness) ->
+each is checked and validated (jitlab.engineer.patches: static checks, then a sandboxed smoke episode) -> a
+valid patch re-runs the same batch -> Δ = success(patched) − success(base) over the (task id, seed) pairs
+both runs finished (``pairs`` in the record; a pair one side did not finish is listed in ``unpaired``).
+The best patch with Δ ≥ 0 is kept (ties: the first proposed); it becomes the next round's harness only when
+its Δ > 0. Base and patched runs are run the same way: both in the sandbox (``isolation="sandbox"``),
+so isolation cannot skew Δ. ``disjoint`` (tasks ``offset+batch .. offset+2*batch``) and ``test`` (the first
+N test tasks of the family) re-measure base vs the kept patch.
+
+Everything is kept under ``out``: ``round<r>/base`` and ``round<r>/<i>-<sha12>`` run directories (the
+jitlab run format), ``patches/<sha16>/`` (the patched harness folders), ``round<r>/packet.json``,
+``candidates.jsonl`` (one line per candidate: round, engineer, packet sha, patch text, identity, validation,
+Δ, both success rates, tokens, run dirs; training data for the engineer) and ``summary.json``.
+
+A rerun with the same ``out`` resumes: finished episodes are not rerun and a candidate already in
+``candidates.jsonl`` (same ``id`` = round:index:sha) is not written again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from jitlab.errors import ConfigError
+from jitlab.fields import SEED_MAX, check_fields
+from jitlab.runtime import EPISODE_MAX_TOKENS, Budget, LLMHandle
+
+__all__ = ["EngineerConfig", "delta", "run_batch", "run_engineer"]
+
+
+@dataclass
+class EngineerConfig:
+    suite: str = field(default="toy", metadata={"help": "suite name (jitlab suites)"})
+    harness: str = field(default="react", metadata={"help": "base harness: seed name or folder (never edited)"})
+    backbone: str = field(default="embedded", metadata={"help": "backbone the harness runs with"})
+    backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, ...); "
+                                                                          "also given to an engineer backbone of the "
+                                                                          "same kind"})
+    engineer: str = field(default="rules", metadata={"help": "'rules' (offline rule teacher) or a backbone that "
+                                                             "writes patches (embedded, hf:..., litellm:...)"})
+    split: str = field(default="dev", metadata={"help": "split of the batch"})
+    family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
+    batch: int = field(default=6, metadata={"help": "tasks in the batch", "min": 1})
+    offset: int = field(default=0, metadata={"help": "index of the batch's first task in the split", "min": 0})
+    rounds: int = field(default=1, metadata={"help": "engineer rounds (each from the kept patch)", "min": 1})
+    k: int = field(default=4, metadata={"help": "patches proposed per round", "min": 1})
+    seed: int = field(default=0, metadata={"help": "episode seed of every run", "min": 0, "max": SEED_MAX})
+    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
+    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
+    disjoint: bool = field(default=False, metadata={"help": "also measure Δ on the next batch of the same split"})
+    test: int = field(default=0, metadata={"help": "also measure Δ on the first N test tasks (0: no)", "min": 0})
+    smoke_steps: int = field(default=3, metadata={"help": "steps of a patch's sandboxed smoke episode", "min": 0})
+    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
+    cache: bool = field(default=True, metadata={"help": "use the replay cache"})
+    out: str = field(default="runs/engineer", metadata={"help": "output directory", "nonempty": True})
+    quiet: bool = field(default=False, metadata={"help": "print nothing per candidate"})
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
+    from jitlab.envs.base import get_suite
+    tasks = get_suite(cfg.suite).tasks(split, cfg.family)[start: start + n]
+    if not tasks:
+        raise ConfigError(f"no {split} tasks {start}..{start + n - 1} in suite {cfg.suite} family {cfg.family}; "
+                          "lower --offset/--batch")
+    return tasks
+
+
+def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | Path) -> dict:
+    """Run ``harness`` on exactly ``tasks`` (seed ``cfg.seed``) in the sandbox, recorded in ``out`` (the jitlab
+    run format; resumable). Returns the run's summary with ``episodes``: {(task id, seed): success}."""
+    from jitlab.envs.base import get_suite
+    from jitlab.runner import FINAL, RunConfig, RunStore, _agent_factory, drive_episode
+    from jitlab.store import load, summarize
+    suite = get_suite(cfg.suite)
+    rc = RunConfig(suite=cfg.suite, harness=str(harness), backbone=cfg.backbone, backbone_options=cfg.backbone_options,
+                   split=tasks[0].split,
+                   family=cfg.family, seed=cfg.seed, max_steps=cfg.max_steps, max_tokens=cfg.max_tokens,
+                   isolation="sandbox", allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=str(out), quiet=True)
+    name, sha, isolation, make_agent = _agent_factory(rc, suite)
+    backbone = _backbone(cfg.backbone, cfg.backbone_options)
+    budget = Budget(rc.max_steps, rc.max_tokens, rc.max_wall_s)
+    cache = _cache(cfg)
+    store = RunStore(out, {**rc.fingerprinted(), "harness_sha": sha, "task_ids": [t.id for t in tasks]})
+    try:
+        for task in tasks:
+            for _ in range(rc.retries + 1):
+                status, attempt = store.status_of(sha, task.id, rc.seed)
+                if status in FINAL:
+                    break
+                episode = store.start_episode(name, sha, task, rc.seed, attempt, isolation)
+                llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=rc.seed)
+                result = drive_episode(suite, task, lambda env, llm=llm: make_agent(env, llm), llm, budget, rc.seed,
+                                       on_step=lambda s, e=episode: store.log_step(e, s))
+                store.finish_episode(episode, result.as_dict(), llm)
+                if result.status in FINAL:
+                    break
+    finally:
+        store.close()
+    summary = summarize(out)
+    eps = load(out)["episodes"]
+    done = eps[eps["final"]]
+    summary["episodes"] = {(str(r.task_id), int(r.seed)): bool(r.success) for r in done.itertuples()}
+    summary["harness_sha"], summary["run_dir"] = sha, str(out)
+    return summary
+
+
+_BACKBONES: dict = {}
+
+
+def _backbone(name: str, options: dict | None = None):
+    from jitlab.llm.lazy import LazyBackbone
+    key = (name, json.dumps(options or {}, sort_keys=True, default=str))
+    if key not in _BACKBONES:  # one (lazily loaded) model per name and options for the whole loop
+        _BACKBONES[key] = LazyBackbone(name, dict(options or {}))
+    return _BACKBONES[key]
+
+
+def _cache(cfg: EngineerConfig):
+    from jitlab.llm.cache import default_cache
+    return default_cache() if cfg.cache else None
+
+
+def delta(base: dict, patched: dict) -> dict:
+    """Δ success over the (task id, seed) pairs both runs finished; the pairs and any unpaired ones listed."""
+    pairs = sorted(set(base["episodes"]) & set(patched["episodes"]))
+    unpaired = sorted(set(base["episodes"]) ^ set(patched["episodes"]))
+    if not pairs:
+        return {"delta": None, "pairs": [], "unpaired": [list(p) for p in unpaired], "base": None, "patched": None}
+    b = sum(base["episodes"][p] for p in pairs) / len(pairs)
+    a = sum(patched["episodes"][p] for p in pairs) / len(pairs)
+    return {"delta": a - b, "base": b, "patched": a, "pairs": [list(p) for p in pairs],
+            "unpaired": [list(p) for p in unpaired]}
+
+
+def _append(path: Path, record: dict) -> None:
+    """One line per candidate: a resumed loop (same round, index and sha) does not write it again."""
+    record["id"] = f"{record['round']}:{record['index']}:{record['sha']}"
+    if path.exists() and any(json.loads(line).get("id") == record["id"] for line in path.read_text().splitlines()
+                             if line.strip()):
+        return
+    with open(path, "a") as fh:
+        fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+
+
+def run_engineer(cfg: EngineerConfig) -> dict:
+    """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``."""
+    from jitlab.engineer.packets import build_packet, packet_json
+    from jitlab.engineer.patches import apply_patch, patch_identity, validate_patch
+    from jitlab.engineer.proposer import make_engineer
+    from jitlab.envs.base import get_suite
+    from jitlab.harness import resolve
+    from jitlab.jit.repair import RepairConfig, dev_task_for
+    check_fields(cfg)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suite = get_suite(cfg.suite)
+    base_folder = resolve(cfg.harness)
+    tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
+    dev_task = dev_task_for(suite, tasks[0])
+    repair_cfg = RepairConfig(smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
+    same_kind = cfg.engineer.partition(":")[0] == cfg.backbone.partition(":")[0]
+    engineer_backbone = None if cfg.engineer == "rules" else _backbone(cfg.engineer,
+                                                                        cfg.backbone_options if same_kind else {})
+    engineer = make_engineer(cfg.engineer, None if engineer_backbone is None else (
+        lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")))
+    log = out / "candidates.jsonl"
+    say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
+
+    current_text, current_run = "", run_batch(cfg, base_folder, tasks, out / "round0" / "base")
+    base_run = current_run
+    say(f"base {base_folder.name}: success {current_run['success_rate']:.2f} on {len(tasks)} tasks")
+    rounds = []
+    for r in range(cfg.rounds):
+        rdir = out / f"round{r}"
+        packet_dir = Path(current_run["run_dir"])
+        packet = build_packet(packet_dir)
+        text = packet_json(packet)
+        (rdir / "packet.json").parent.mkdir(parents=True, exist_ok=True)
+        (rdir / "packet.json").write_text(text)
+        packet_sha = hashlib.sha256(text.encode()).hexdigest()[:16]
+        proposals = engineer.propose(packet, cfg.k, current_text)
+        best = None
+        for i, proposal in enumerate(proposals):
+            sha = patch_identity(base_folder, proposal.text)
+            folder = apply_patch(base_folder, proposal.text, out / "patches" / sha[:16])
+            start = time.perf_counter()
+            llm = LLMHandle(_backbone(cfg.backbone, cfg.backbone_options),
+                            Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg), seed=cfg.seed, phase="select")
+            validation = validate_patch(base_folder, proposal.text, suite, dev_task, llm, out / "validate", repair_cfg)
+            record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
+                      "reply": proposal.reply,
+                      "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(base_folder),
+                      "parent_patch": current_text, "patch": proposal.text, "sha": sha, "folder": str(folder),
+                      "validation": validation.as_dict(), "suite": cfg.suite, "backbone": cfg.backbone,
+                      "seed": cfg.seed}
+            if validation.ok:
+                run_dir = rdir / f"{i}-{sha[:12]}"
+                patched = run_batch(cfg, folder, tasks, run_dir)
+                d = delta(current_run, patched)
+                record |= {**d, "run_dir": str(run_dir), "base_run_dir": str(packet_dir),
+                           "tokens_per_task": patched["tokens_per_task"],
+                           "base_tokens_per_task": current_run["tokens_per_task"]}
+                if d["delta"] is not None and d["delta"] >= 0 and (best is None or d["delta"] > best[1]["delta"]):
+                    best = (proposal, record, patched)
+            record["wall_s"] = round(time.perf_counter() - start, 3)
+            _append(log, record)
+            shown = f"Δ={record['delta']:+.2f}" if record.get("delta") is not None else \
+                f"invalid: {(validation.diagnostic or {}).get('kind', '')}"
+            say(f"round {r} candidate {i} {proposal.name} {sha[:12]}: {shown}")
+        kept = best is not None and best[1]["delta"] > 0
+        rounds.append({"round": r, "packet_sha": packet_sha, "candidates": len(proposals),
+                       "kept": best[1]["sha"] if kept else None, "delta": best[1]["delta"] if best else None})
+        if kept:
+            current_text, current_run = best[0].text, best[2]
+    summary = {"config": asdict(cfg), "base_sha": base_run["harness_sha"], "base_success": base_run["success_rate"],
+               "kept_patch": current_text, "kept_sha": current_run["harness_sha"] if current_text else None,
+               "success": current_run["success_rate"], "delta_batch": delta(base_run, current_run)["delta"],
+               "rounds": rounds}
+    if current_text and (cfg.disjoint or cfg.test):
+        folder = out / "patches" / current_run["harness_sha"][:16]
+        checks = []
+        if cfg.disjoint:
+            checks.append(("disjoint", _tasks(cfg, cfg.split, cfg.offset + cfg.batch, cfg.batch)))
+        if cfg.test:
+            checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
+        for label, held in checks:
+            b = run_batch(cfg, base_folder, held, out / label / "base")
+            p = run_batch(cfg, folder, held, out / label / "patched")
+            summary[f"delta_{label}"] = delta(b, p)
+            say(f"{label}: base {b['success_rate']:.2f} -> patched {p['success_rate']:.2f}")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    return summary

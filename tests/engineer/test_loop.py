@@ -1,0 +1,98 @@
+"""The engineer loop on the toy suite with a scripted test double (pick-first repeats one command): Δ is measured
+by re-running the same task ids and seeds in the sandbox, a known-good rule patch gains, a no-op patch gains 0."""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "sandbox"))
+from sandbox_helpers import requires_bwrap  # noqa: E402
+
+from jitlab.cli import main  # noqa: E402
+from jitlab.engineer.loop import EngineerConfig, delta, run_batch  # noqa: E402
+from jitlab.engineer.packets import build_packet  # noqa: E402
+from jitlab.engineer.patches import NOOP_PATCH, apply_patch  # noqa: E402
+from jitlab.engineer.proposer import make_engineer, render_prompt  # noqa: E402
+from jitlab.engineer.rules import propose_rules, rule_fields, rule_patch  # noqa: E402
+from jitlab.envs.toy import ToySuite  # noqa: E402
+from jitlab.llm.scripted import ScriptedBackbone  # noqa: E402
+from jitlab.runtime import LLMHandle  # noqa: E402
+from jitlab.store import load  # noqa: E402
+
+
+def _pairs(run_dir):
+    eps = load(run_dir)["episodes"]
+    return sorted((r.task_id, int(r.seed)) for r in eps[eps["final"]].itertuples())
+
+
+@requires_bwrap
+def test_delta_is_measured_on_the_same_tasks_and_seeds(tmp_path):
+    cfg = EngineerConfig(suite="toy", harness="react", backbone="scripted:pick-first", seed=3, out=str(tmp_path))
+    tasks = ToySuite().tasks("dev")[:4]
+    base = run_batch(cfg, "react", tasks, tmp_path / "base")
+    noop = run_batch(cfg, apply_patch("react", NOOP_PATCH, tmp_path / "noop"), tasks, tmp_path / "noop-run")
+    good = run_batch(cfg, apply_patch("react", rule_patch({"block_after": 1}), tmp_path / "good"), tasks,
+                     tmp_path / "good-run")
+    expected = [(t.id, 3) for t in tasks]
+    for run in (base, noop, good):
+        assert _pairs(run["run_dir"]) == expected
+        assert run["isolation"] == ["bwrap+seccomp+rlimits"]  # base and patched run the same way
+    control, gain = delta(base, noop), delta(base, good)
+    assert control["delta"] == 0.0 and control["pairs"] == [list(p) for p in expected] and not control["unpaired"]
+    assert gain["pairs"] == control["pairs"] and gain["delta"] > 0  # measured: pick-first alone wins nothing here
+    assert gain["delta"] == good["success_rate"] - base["success_rate"]
+
+
+def test_delta_uses_only_pairs_both_runs_finished():
+    base = {"episodes": {("a", 0): False, ("b", 0): True, ("c", 0): False}}
+    patched = {"episodes": {("a", 0): True, ("b", 0): True}}
+    d = delta(base, patched)
+    assert d["pairs"] == [["a", 0], ["b", 0]] and d["unpaired"] == [["c", 0]] and d["delta"] == 0.5
+
+
+def test_rule_teacher_chooses_and_parameterises_from_the_packet():
+    packet = {"failure_counts": {"refused": 3, "repeated_action": 3, "no_reward": 1, "step_budget_end": 3},
+              "failures": [{"kinds": {"repeated_action": 6}, "outcome": {"steps": 8}}] * 3,
+              "tasks": {"t": {"tools": [{"name": "act"}]}}}
+    proposals = propose_rules(packet, k=4)
+    assert [p.name for p in proposals] == ["block_after", "correct_invalid", "hint_after", "block_after+correct_invalid"]
+    assert rule_fields(proposals[0].text) == {"block_after": 1} and rule_fields(proposals[2].text) == {"hint_after": 4}
+    assert propose_rules(packet, k=4) == proposals  # deterministic
+    packet["tasks"]["t"]["tools"].append({"name": "commit_answer"})  # DBBench-like: force the commit
+    assert any(rule_fields(p.text).get("commit_margin") == 1 for p in propose_rules(packet, k=8))
+    later = propose_rules(packet, k=2, current={"block_after": 1})
+    assert all(rule_fields(p.text)["block_after"] == 1 and len(rule_fields(p.text)) == 2 for p in later)
+
+
+def test_model_engineer_renders_the_packet_and_extracts_the_patch(tmp_path):
+    from jitlab.runner import RunConfig, run
+    packet = build_packet(run(RunConfig(suite="toy", harness="react", backbone="scripted:pick-first", limit=2,
+                                        out=str(tmp_path / "r"), quiet=True)))
+    prompt = render_prompt(packet, current=NOOP_PATCH)
+    assert "toy-dev-0" in prompt and "repeated_action" in prompt and "class Hooks" in prompt
+    double = ScriptedBackbone(lambda messages: f"Here it is:\n```python\n{NOOP_PATCH}```\nDone.", name="engineer")
+    engineer = make_engineer("scripted:engineer", lambda i: LLMHandle(double, seed=i))
+    proposals = engineer.propose(packet, k=2)
+    assert [p.text for p in proposals] == [NOOP_PATCH, NOOP_PATCH] and double.calls == 2
+    cut = ScriptedBackbone(lambda messages: f"```python\n{NOOP_PATCH}", name="cut")  # cut off at max tokens
+    assert make_engineer("scripted:cut", lambda i: LLMHandle(cut, seed=i)).propose(packet, k=1)[0].text == NOOP_PATCH
+
+
+@requires_bwrap
+def test_engineer_loop_keeps_every_candidate_and_the_best_patch(tmp_path):
+    out = tmp_path / "eng"
+    argv = ["engineer", "run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-first",
+            "--engineer", "rules", "--batch", "3", "-k", "2", "--rounds", "1", "--disjoint", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    assert main(argv) == 0  # a rerun resumes: nothing runs again, no candidate is written twice
+    lines = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and all(line["validation"]["ok"] for line in lines)
+    base_pairs = [list(p) for p in _pairs(out / "round0" / "base")]
+    for line in lines:
+        assert line["pairs"] == base_pairs and Path(line["run_dir"]).is_dir() and line["patch"]
+    summary = json.loads((out / "summary.json").read_text())
+    best = max(line["delta"] for line in lines)
+    assert summary["delta_batch"] == (best if best > 0 else 0.0)
+    if best > 0:
+        assert summary["kept_patch"] in [line["patch"] for line in lines]
+        assert [p[0] for p in summary["delta_disjoint"]["pairs"]] == [t.id for t in ToySuite().tasks("dev")[3:6]]
+    assert json.loads((out / "round0" / "packet.json").read_text())["batch"]["episodes"] == 3
