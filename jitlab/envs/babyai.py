@@ -41,7 +41,7 @@ import threading
 from dataclasses import dataclass, field
 
 from jitlab.envs.base import Score, TaskSpec, check_choice
-from jitlab.protocol import Capability, Decision, Observation
+from jitlab.protocol import Agent, Capability, Decision, Observation
 
 __all__ = ["ACT", "COMMANDS", "LEVELS", "MISSIONS", "BabyAIConfig", "BabyAIEnv", "BabyAIOracle", "BabyAISuite",
            "gym_seed", "quiet", "render"]
@@ -313,7 +313,7 @@ class BabyAIEnv:
         self.gym.close()
 
 
-class BabyAIOracle:
+class BabyAIOracle(Agent):
     """minigrid's BabyAIBot as an agent (begin/decide/observe). Reads the true state; a sanity check only."""
 
     def __init__(self, env: BabyAIEnv):

@@ -49,7 +49,7 @@ from typing import ClassVar
 
 from jitlab.envs.base import Score, TaskSpec, check_choice, interleave
 from jitlab.errors import ConfigError, InfraError
-from jitlab.protocol import Capability, Decision, Observation
+from jitlab.protocol import Agent, Capability, Decision, Observation
 
 __all__ = ["ACT", "LEVELS", "TextWorldConfig", "TextWorldEnv", "TextWorldSuite", "WalkthroughOracle",
            "ensure_game", "main", "prepare"]
@@ -400,7 +400,7 @@ class TextWorldEnv:
             self._env = None
 
 
-class WalkthroughOracle:
+class WalkthroughOracle(Agent):
     """Replays the game's walkthrough; if that runs out before the game is won, follows the game's
     current policy commands. A sanity check that env and scorer agree, never a baseline."""
 

@@ -35,7 +35,7 @@ from jitlab.envs.dbbench.data import DATA_DIR, MODIFY, entry_of, excluded, famil
 from jitlab.envs.dbbench.gold import gold_check, gold_statement, gold_table_hash, row_order, rows_to_answer
 from jitlab.envs.dbbench.scoring import answers_match, mysql_table_md5, normalize_answer, table_hash
 from jitlab.envs.dbbench.sql import build_db, execute, quote, render_result, translate_mysql
-from jitlab.protocol import Capability, Decision, Observation
+from jitlab.protocol import Agent, Capability, Decision, Observation
 
 __all__ = [
     "COMMIT_ANSWER",
@@ -202,7 +202,7 @@ class DBBenchEnv:
             self.conn = None
 
 
-class DBBenchOracle:
+class DBBenchOracle(Agent):
     """Runs the gold statement, then commits: the query's values for questions, 'done' for changes.
     Reads the task's private data; a sanity check of env and scorer, never a baseline."""
 
