@@ -231,6 +231,12 @@ class _PrefixCache:
         self.bytes = 0
 
 
+def _cache_arg(model) -> str:
+    """transformers >= 5.x renamed forward(past_key_values=) / generate(past_key_values=) to ``cache=``."""
+    import inspect
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 class _Engine:
     """One loaded model + tokenizer, shared by every backbone on it, with its batching worker."""
 
@@ -246,9 +252,7 @@ class _Engine:
             raise ConfigError(f"model in {directory} defines no end-of-sequence token; cannot chat with it")
         self.end_id = tok.eos_token_id if tok.eos_token_id is not None else self.eos_ids[0]
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_ids[0]
-        import inspect
-        # transformers >= 5.x renamed forward(past_key_values=) to forward(cache=)
-        self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        self._cache_arg = _cache_arg(self.model)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
         self.lock = threading.Lock()          # one forward pass at a time
         self.max_batch, self.window = 16, 0.05
