@@ -23,11 +23,28 @@ passes. A single caller never waits.
 Greedy decoding is the default; batched greedy text equals unbatched greedy text up to float
 rounding (left padding changes matmul shapes; see tests/llm/test_hf.py for what is checked).
 
+Prefix reuse: an agent re-sends its system prompt, task and history at every step. The engine keeps
+the keys/values of recent sequences (prompt plus reply) in a ``_PrefixCache`` (LRU under
+``prefix_cache_mb``) and a prompt starts from its longest common token prefix with any of them: no
+episode key is needed, since an episode whose prompt grows by appending finds its own previous call,
+and a new episode at least the shared system prompt. Inside a batch each row is prefilled on its own
+from its cached prefix up to its last prompt token (only the new suffix is computed), the rows' caches
+are left-padded into one batch cache and one ``generate`` decodes all rows; see
+``_Engine._generate_reusing``. Outputs equal the uncached ones up to float rounding (the suffix is
+computed in another chunking; measured mismatch rates are in docs/measurements.md). Each Completion
+reports ``reused_tokens``, ``queue_s`` (waiting for the worker or the model lock) and ``compute_s`` (the
+whole batch's time: every row of a batch is charged all of it). ``prefix_cache_mb=0`` turns reuse off.
+
+Speed options that change outputs are recorded in the backbone id (the replay cache keys on it):
+``dtype="bfloat16"`` on CPU (``+bfloat16``; fast on CPUs with AMX/AVX512-BF16) and ``quantize="int8"``
+(``+int8``: ``torch.ao.quantization.quantize_dynamic`` of the Linear layers). benchmarks/cpu_matmul.py
+measures them.
+
 Caveats: the model is loaded once per process and per (dir, file, device, dtype) and stays in
 memory. GGUF weights are de-quantized to float (transformers cannot run quantized GGUF); the
 first load converts them and saves a plain checkpoint under ``JITLAB_HOME/data/models/`` so later
-processes load in seconds (``convert_gguf=False`` turns that off). On CPU, float32 is used: bf16
-matmuls are much slower there. Importing this module sets ``OMP_WAIT_POLICY=PASSIVE`` if torch is
+processes load in seconds (``convert_gguf=False`` turns that off). On CPU, float32 is the default:
+bf16 matmuls are much slower on CPUs without bf16 units, and it keeps outputs the float reference. Importing this module sets ``OMP_WAIT_POLICY=PASSIVE`` if torch is
 not imported yet: with spinning OpenMP threads decoding ran ~10x slower on a shared 2-core machine. Sampling (``temperature > 0``) is seeded per batch, so it is
 reproducible only when the batch composition is.
 """
@@ -84,6 +101,8 @@ class HFConfig:
     convert_gguf: bool = field(default=True, metadata={"help": "save de-quantized GGUF weights as a plain checkpoint for fast reloads"})
     name: str | None = field(default=None, metadata={"help": "backbone id to record (default hf:<dir>[#file])"})
     threads: int | None = field(default=None, metadata={"help": "torch CPU threads (process-wide torch.set_num_threads); default: torch's"})
+    quantize: str | None = field(default=None, metadata={"help": "int8: dynamic int8 quantization of the Linear layers "
+                                                                  "(CPU only; faster, changes outputs; recorded in the id)"})
     prefix_cache_mb: float = field(default=512.0, metadata={"help": "memory cap (MiB) of the KV prefix cache shared by the "
                                                                      "model's callers; 0 turns prefix reuse off"})
 
@@ -240,10 +259,16 @@ def _cache_arg(model) -> str:
 class _Engine:
     """One loaded model + tokenizer, shared by every backbone on it, with its batching worker."""
 
-    def __init__(self, directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool):
+    def __init__(self, directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool,
+                 quantize: str | None = None):
         import torch
         self.device = device
         self.tokenizer, self.model, self.converted = _load(directory, gguf_file, device, getattr(torch, dtype), convert)
+        if quantize == "int8":
+            import warnings
+            with warnings.catch_warnings():  # torch.ao eager quantization warns that it moves to torchao; it still works
+                warnings.simplefilter("ignore")
+                self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         tok, gen_cfg = self.tokenizer, self.model.generation_config
         eos = gen_cfg.eos_token_id if gen_cfg.eos_token_id is not None else []
         self.eos_ids = sorted({*(eos if isinstance(eos, list) else [eos]),
@@ -524,11 +549,12 @@ _ENGINES: dict[tuple, _Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def _engine(directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool) -> _Engine:
-    key = (str(directory), gguf_file, device, dtype)
+def _engine(directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool,
+            quantize: str | None = None) -> _Engine:
+    key = (str(directory), gguf_file, device, dtype, quantize)
     with _ENGINES_LOCK:                      # load once per process, even when threads race here
         if key not in _ENGINES:
-            _ENGINES[key] = _Engine(directory, gguf_file, device, dtype, convert)
+            _ENGINES[key] = _Engine(directory, gguf_file, device, dtype, convert, quantize)
         return _ENGINES[key]
 
 
@@ -545,8 +571,17 @@ class HFBackbone:
         dtype = cfg.dtype or ("float32" if cfg.device == "cpu" else "bfloat16")
         if dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"hf backbone: dtype {dtype!r} unknown; use float32, bfloat16 or float16")
+        if cfg.quantize not in (None, "int8"):
+            raise ConfigError(f"hf backbone: quantize {cfg.quantize!r} unknown; use int8 or leave it unset")
+        if cfg.quantize and cfg.device != "cpu":
+            raise ConfigError(f"hf backbone: quantize=int8 runs on cpu only, not {cfg.device!r}; drop quantize or use "
+                              "device=cpu")
         self.id = cfg.name or f"hf:{self.directory}" + (f"#{self.gguf_file}" if self.gguf_file else "")
-        self.price = find_price(resolve_pricing(cfg.pricing), self.id)
+        # options that change outputs are part of the id, so replay-cache entries and comparisons never mix them
+        default_dtype = "float32" if cfg.device == "cpu" else "bfloat16"
+        base_id = self.id
+        self.id += "".join(f"+{x}" for x in (dtype if dtype != default_dtype else None, cfg.quantize) if x)
+        self.price = find_price(resolve_pricing(cfg.pricing), self.id, base_id)  # the same model's price
         if self.price is None:
             log.warning("no price for backbone %s: its calls cost 0; pass pricing=<yaml> to price it", self.id)
         if cfg.threads:
@@ -555,7 +590,7 @@ class HFBackbone:
         if _TORCH_FIRST and cfg.device == "cpu":
             log.warning("torch was imported before jitlab.llm.hf without OMP_WAIT_POLICY set: CPU decoding can be "
                         "~10x slower on a busy machine; export OMP_WAIT_POLICY=PASSIVE (or import jitlab first)")
-        self.engine = _engine(self.directory, self.gguf_file, cfg.device, dtype, cfg.convert_gguf)
+        self.engine = _engine(self.directory, self.gguf_file, cfg.device, dtype, cfg.convert_gguf, cfg.quantize)
         self.engine.max_batch = max(1, cfg.max_batch)
         self.engine.window = max(0.0, cfg.batch_window_s)
         cap = int(cfg.prefix_cache_mb * (1 << 20))

@@ -273,3 +273,18 @@ def test_prefix_reuse_prefills_only_the_suffix_and_keeps_greedy_outputs():
         else:
             assert info_on["reused"] == [25]
         assert info_on["compute_s"] > 0 and info_on["started"] > 0
+
+
+def test_output_changing_options_are_checked():
+    with pytest.raises(ConfigError, match="quantize 'int4' unknown"):
+        get_backbone("embedded", quantize="int4")
+    with pytest.raises(ConfigError, match="cpu only"):
+        get_backbone("embedded", quantize="int8", device="cuda")
+
+
+@pytest.mark.slow
+def test_int8_and_bf16_are_recorded_in_the_backbone_id():
+    fast = get_backbone("embedded", quantize="int8", max_new_tokens=8)
+    assert fast.id == "embedded:smollm2-135m-instruct+int8" and fast.price is not None
+    assert fast.chat(QUESTION).completion_tokens > 0
+    assert get_backbone("embedded", dtype="bfloat16").id == "embedded:smollm2-135m-instruct+bfloat16"
