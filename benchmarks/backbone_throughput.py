@@ -13,7 +13,8 @@ Prefix reuse is off here (the same prompts twice would be free the second time);
 Part 2 runs llama.cpp (llama-cpp-python, ``pip install -e .[llamacpp]``; skipped with a message when
 not importable) single stream on the same GGUF file and the same prompts, one after another.
 
-Part 3 runs one real ReAct episode (seed_bank/react on ``--suite``'s first dev task, ``--steps``
+Part 3 runs one real ReAct episode (seed_bank/react on the first ``--split`` task of ``--suite`` in
+``--family`` (TextWorld cooking by default: 40-step tasks that run all ``--steps``), ``--steps``
 steps at most, replay cache off) twice: prefix reuse off (``prefix_cache_mb=0``), then on. It prints
 the prompt tokens prefilled (prompt - reused, chat calls), the prefix-hit rate and the wall time of
 each, and the share of episode time spent outside backbone calls.
@@ -117,10 +118,12 @@ def llamacpp(concurrency: int, new_tokens: int) -> dict | None:
             "version": getattr(llama_cpp, "__version__", "?")}
 
 
-def _episode(suite: str, steps: int, out: str, reuse: bool, limit: int = 1, split: str = "dev") -> dict:
+def _episode(suite: str, steps: int, out: str, reuse: bool, limit: int = 1, split: str = "test",
+             family: str | None = None) -> dict:
     from jitlab.runner import RunConfig, run
     from jitlab.store import load
-    cfg = RunConfig(suite=suite, harness="react", backbone="embedded", split=split, limit=limit, max_steps=steps,
+    cfg = RunConfig(suite=suite, harness="react", backbone="embedded", split=split, family=family, limit=limit,
+                    max_steps=steps,
                     cache=False, out=out, concurrency=1, quiet=True,
                     backbone_options={} if reuse else {"prefix_cache_mb": 0})
     frames = load(run(cfg))
@@ -135,10 +138,10 @@ def _episode(suite: str, steps: int, out: str, reuse: bool, limit: int = 1, spli
             "chat": chat}
 
 
-def reuse_episode(suite: str, steps: int) -> tuple[dict, dict]:
+def reuse_episode(suite: str, steps: int, split: str, family: str | None) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory() as tmp:
-        off = _episode(suite, steps, os.path.join(tmp, "off"), reuse=False)
-        on = _episode(suite, steps, os.path.join(tmp, "on"), reuse=True)
+        off = _episode(suite, steps, os.path.join(tmp, "off"), reuse=False, split=split, family=family)
+        on = _episode(suite, steps, os.path.join(tmp, "on"), reuse=True, split=split, family=family)
     return off, on
 
 
@@ -169,6 +172,11 @@ def main(argv=None) -> None:
     parser.add_argument("--new-tokens", type=int, default=48, help="max new tokens per request in parts 1-2")
     parser.add_argument("--suite", default="textworld", help="suite of the ReAct episode (part 3)")
     parser.add_argument("--steps", type=int, default=20, help="step cap of the ReAct episode (part 3)")
+    parser.add_argument("--split", default="test", help="split whose first task part 3 runs")
+    parser.add_argument("--family", default="cooking", help="task family of part 3 ('' for any): the default's 40-step "
+                                                           "tasks run all --steps (easy ones end in 1-3 steps)")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); 1 is steadier "
+                                                                 "on a machine loaded by other work")
     parser.add_argument("--skip-throughput", action="store_true", help="skip parts 1-2")
     parser.add_argument("--skip-episode", action="store_true", help="skip part 3")
     parser.add_argument("--mismatch", type=int, default=0, help="part 4: episodes per suite (0: skip)")
@@ -176,7 +184,12 @@ def main(argv=None) -> None:
     parser.add_argument("--mismatch-steps", type=int, default=10, help="step cap per episode in part 4")
     args = parser.parse_args(argv)
 
-    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    if args.threads:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as jitlab.llm.hf does, before torch loads OpenMP
+        import torch
+        torch.set_num_threads(args.threads)
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+          + (f", torch threads {args.threads}" if args.threads else ""), flush=True)
     if not args.skip_throughput:
         t = throughput(args.concurrency, args.new_tokens)
         print(f"embedded model load: {t['load_s']:.1f} s")
@@ -197,11 +210,13 @@ def main(argv=None) -> None:
             print(f"  embedded batch 1 / llama.cpp: {t['batch1_tok_s'] / c['tok_s']:.2f}x   embedded {args.concurrency} "
                   f"concurrent / llama.cpp: {t['concurrent_tok_s'] / c['tok_s']:.2f}x", flush=True)
     if not args.skip_episode:
-        off, on = reuse_episode(args.suite, args.steps)
+        off, on = reuse_episode(args.suite, args.steps, args.split, args.family or None)
         for name, e in (("reuse off", off), ("reuse on ", on)):
             print(f"ReAct on {args.suite}, {name}: {e['steps']} steps, {e['calls']} chat calls, prompt tokens "
                   f"{e['prompt_tokens']}, prefilled {e['prefilled']} (hit rate {100 * e['hit']:.0f}%), wall "
                   f"{e['wall_s']:.1f} s, outside backbone calls {100 * e['outside_share']:.1f}%")
+        fresh = (on["chat"]["prompt_tokens"] - on["chat"]["reused_tokens"].fillna(0)).astype(int).tolist()
+        print(f"  reuse on, prefilled tokens per call: {fresh}")
         saved = 1 - on["prefilled"] / off["prefilled"] if off["prefilled"] else float("nan")
         print(f"  prefix reuse: {100 * saved:.0f}% fewer prefilled tokens, wall {on['wall_s'] / off['wall_s']:.2f}x of "
               f"reuse off" + ("" if on["steps"] == off["steps"] else "  (the two episodes took different steps)"),

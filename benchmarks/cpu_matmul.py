@@ -85,8 +85,10 @@ def main(argv=None) -> None:
     parser.add_argument("--new-tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    from jitlab.llm import get_backbone
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as jitlab.llm.hf does, before torch loads OpenMP
     import torch
+
+    from jitlab.llm import get_backbone
     _THREADS = torch.get_num_threads()
     engine = get_backbone("embedded").engine
     ids = _prompt(engine.tokenizer)
@@ -101,7 +103,7 @@ def main(argv=None) -> None:
             model = build(variant, engine.model)
             if variant == "compile":
                 measure(model, engine.tokenizer, ids[:64], 4, 1)      # compile happens here
-        except Exception as exc:  # a variant this torch build cannot run is reported, not fatal
+        except Exception as exc:  # noqa: BLE001 -- a variant this torch build cannot run is reported, not fatal
             print(f"{variant:9s} failed: {type(exc).__name__}: {str(exc)[:200]}")
             continue
         setup = time.perf_counter() - start

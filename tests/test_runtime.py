@@ -90,7 +90,7 @@ def test_queue_time_is_not_charged_to_the_wall_budget():
     spec = ToySuite().tasks()[2]
     steps = len(spec.data["plan"])
     budget = Budget(max_wall_s=0.15 * steps)
-    result, records, llm, _ = _run(_QueuedBackbone(_solver(spec), hold_s=0.3), budget, task=2)
+    result, _, llm, _ = _run(_QueuedBackbone(_solver(spec), hold_s=0.3), budget, task=2)
     assert result.wall_s > budget.max_wall_s          # the episode took longer than its budget, all of it queued
     assert result.status == "ok" and result.success, result.error
     assert llm.queue_s >= 0.3 * steps

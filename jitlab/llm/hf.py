@@ -31,7 +31,7 @@ and a new episode at least the shared system prompt. Inside a batch each row is 
 from its cached prefix up to its last prompt token (only the new suffix is computed), the rows' caches
 are left-padded into one batch cache and one ``generate`` decodes all rows; see
 ``_Engine._generate_reusing``. Outputs equal the uncached ones up to float rounding (the suffix is
-computed in another chunking; measured mismatch rates are in docs/measurements.md). Each Completion
+computed in another chunking; measured mismatch rates are in benchmarks/README.md). Each Completion
 reports ``reused_tokens``, ``queue_s`` (waiting for the worker or the model lock) and ``compute_s`` (the
 whole batch's time: every row of a batch is charged all of it). ``prefix_cache_mb=0`` turns reuse off.
 

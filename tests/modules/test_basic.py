@@ -38,6 +38,8 @@ def test_an_echoed_list_is_resolved_by_likelihood_not_its_last_line():
 
 
 def test_history_is_cut_in_whole_chunks_so_its_start_stays_put():
+    import itertools
+
     from jitlab.modules.basic import history_text
     from jitlab.protocol import Event
     events, starts, shown, texts = [], [], [], []
@@ -48,7 +50,7 @@ def test_history_is_cut_in_whole_chunks_so_its_start_stays_put():
         starts.append(text[:40])
         shown.append(len(text))
         texts.append(text)
-    changes = sum(a != b for a, b in zip(starts, starts[1:]))
+    changes = sum(a != b for a, b in itertools.pairwise(starts))
     assert 0 < changes <= 10                  # a tail cut would change the start at nearly every step
     assert min(shown[10:]) >= 600 // 2 - 80   # at least about half of max_chars stays visible
     # between two cuts the text only grows at its end: a prefix cache reuses all of the previous view
