@@ -40,13 +40,16 @@ Speed options that change outputs are recorded in the backbone id (the replay ca
 (``+int8``: ``torch.ao.quantization.quantize_dynamic`` of the Linear layers). benchmarks/cpu_matmul.py
 measures them.
 
-Caveats: the model is loaded once per process and per (dir, file, device, dtype) and stays in
-memory. GGUF weights are de-quantized to float (transformers cannot run quantized GGUF); the
+Caveats: the model is loaded once per process and per (dir, file, device, dtype, quantize) and stays
+in memory. GGUF weights are de-quantized to float (transformers cannot run quantized GGUF); the
 first load converts them and saves a plain checkpoint under ``JITLAB_HOME/data/models/`` so later
 processes load in seconds (``convert_gguf=False`` turns that off). On CPU, float32 is the default:
-bf16 matmuls are much slower on CPUs without bf16 units, and it keeps outputs the float reference. Importing this module sets ``OMP_WAIT_POLICY=PASSIVE`` if torch is
-not imported yet: with spinning OpenMP threads decoding ran ~10x slower on a shared 2-core machine. Sampling (``temperature > 0``) is seeded per batch, so it is
-reproducible only when the batch composition is.
+bf16 matmuls are much slower on CPUs without bf16 units, and float32 is the reference outputs are
+compared against. Importing this module sets ``OMP_WAIT_POLICY=PASSIVE`` if torch is not imported
+yet: with spinning OpenMP threads decoding ran ~10x slower on a shared 2-core machine. Sampling
+(``temperature > 0``) is seeded per batch, so it is reproducible only when the batch composition is.
+Decoding, not prefill, dominates a 48-token step on CPU (about 70 ms a token at batch 1, mostly
+per-layer dispatch overhead), so prefix reuse saves the prefill share of a call, not more.
 """
 from __future__ import annotations
 
@@ -256,6 +259,14 @@ def _cache_arg(model) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
+def _full_attention_only(model) -> bool:
+    """Prefix reuse slices and pads plain per-layer caches; sliding-window or linear-attention layers (some
+    Qwen, Gemma, Mamba hybrids) keep other state, so such models run without it."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
+
+
 class _Engine:
     """One loaded model + tokenizer, shared by every backbone on it, with its batching worker."""
 
@@ -290,6 +301,7 @@ class _Engine:
         self._worker: threading.Thread | None = None
         self.batches: list[int] = []          # sizes of the generate calls made (for tests/benchmarks)
         self.prefix: _PrefixCache | None = _PrefixCache(512 << 20)   # None: no prefix reuse
+        self.reusable = _full_attention_only(self.model)                # else self.prefix is never used
 
     # -- prompt building ----------------------------------------------------------------------
     def prompt_ids(self, messages: list[dict]) -> list[int]:
@@ -410,7 +422,7 @@ class _Engine:
             if gen["temperature"] and gen["temperature"] > 0 and gen["seed"] is not None:
                 torch.manual_seed(gen["seed"])
             self.batches.append(len(prompts))
-            if self.prefix is not None and min(len(p) for p in prompts) > 1:
+            if self.prefix is not None and self.reusable and min(len(p) for p in prompts) > 1:
                 outputs, info["reused"] = self._generate_reusing(prompts, kwargs)
             else:
                 outputs, info["reused"] = self._generate_plain(prompts, kwargs), [0] * len(prompts)
@@ -522,7 +534,7 @@ class _Engine:
         asked = time.monotonic()
         with self.lock, torch.inference_mode():
             started = time.monotonic()
-            if self.prefix is not None:
+            if self.prefix is not None and self.reusable:
                 # at least the last prompt token is fed: its logits score every candidate's first token
                 cache, reused, source, logits = self._prefill(prompt, len(prompt), len(prompt) - 1)
                 self.prefix.store(list(prompt), [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers],
@@ -595,7 +607,7 @@ class HFBackbone:
         self.engine.window = max(0.0, cfg.batch_window_s)
         cap = int(cfg.prefix_cache_mb * (1 << 20))
         with self.engine.lock:  # the engine is shared: keep its prefix cache unless this backbone changes the cap
-            if cap <= 0:
+            if cap <= 0 or not self.engine.reusable:
                 self.engine.prefix = None
             elif self.engine.prefix is None or self.engine.prefix.max_bytes != cap:
                 self.engine.prefix = _PrefixCache(cap)

@@ -245,6 +245,8 @@ def _tiny_engine(prefix_mb):
     engine.model, engine.device, engine.pad_id, engine.eos_ids = LlamaForCausalLM(config).eval(), "cpu", 0, [1]
     engine.lock, engine.batches, engine._cache_arg = threading.Lock(), [], hf._cache_arg(engine.model)
     engine.prefix = hf._PrefixCache(prefix_mb << 20) if prefix_mb else None
+    engine.reusable = hf._full_attention_only(engine.model)
+    assert engine.reusable
     return engine
 
 
@@ -288,3 +290,11 @@ def test_int8_and_bf16_are_recorded_in_the_backbone_id():
     assert fast.id == "embedded:smollm2-135m-instruct+int8" and fast.price is not None
     assert fast.chat(QUESTION).completion_tokens > 0
     assert get_backbone("embedded", dtype="bfloat16").id == "embedded:smollm2-135m-instruct+bfloat16"
+
+
+def test_models_with_sliding_window_layers_run_without_prefix_reuse():
+    from transformers import MistralConfig, MistralForCausalLM
+    config = MistralConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           num_key_value_heads=1, sliding_window=8)
+    assert not hf._full_attention_only(MistralForCausalLM(config))
+    assert hf._full_attention_only(_tiny_engine(0).model)
