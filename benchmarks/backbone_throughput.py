@@ -1,21 +1,35 @@
-"""Benchmark: embedded backbone throughput (batch 1 vs concurrent, batched) and where episode time goes.
+"""Benchmark: the embedded backbone's throughput, batched and with prefix reuse, against llama.cpp.
 
-    .venv/bin/python benchmarks/backbone_throughput.py                  # defaults below
-    .venv/bin/python benchmarks/backbone_throughput.py --concurrency 8 --new-tokens 48 --suite textworld --limit 1
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/backbone_throughput.py            # parts 1-3 (+ llama.cpp if installed)
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/backbone_throughput.py --concurrency 8 --new-tokens 48 --steps 20
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/backbone_throughput.py --skip-episode --mismatch 3   # part 4 only
 
 Part 1 sends the same ``concurrency`` prompts to the embedded backbone (SmolLM2-135M-Instruct,
 greedy, fixed ``--new-tokens`` cap) twice in one process: one after another (batch 1), then from
 ``concurrency`` threads at once (the hf backend merges them into batched ``generate`` calls). It
-prints generated tokens/s for both, their ratio, the batch sizes actually used, and whether the
-batched texts equal the batch-1 texts.
+prints generated tokens/s for both, the batch sizes used and whether the batched texts equal batch 1's.
+Prefix reuse is off here (the same prompts twice would be free the second time); part 3 measures it.
 
-Part 2 runs a ReAct episode (seed_bank/react, replay cache off so every call is real) through
-``jitlab.runner`` and reads the records back with ``jitlab.store.load``: the share of episode wall
-time spent outside backbone calls = 1 - sum(calls.latency_s) / sum(episodes.wall_s).
+Part 2 runs llama.cpp (llama-cpp-python, ``pip install -e .[llamacpp]``; skipped with a message when
+not importable) single stream on the same GGUF file and the same prompts, one after another.
 
-Caveats: CPU numbers depend on the machine and on what else runs on it (the load average is
-printed); both measurements of part 1 run back to back in one process so their ratio is the
-meaningful figure. The model load time is excluded from both parts.
+Part 3 runs one real ReAct episode (seed_bank/react on the first ``--split`` task of ``--suite`` in
+``--family`` (TextWorld cooking by default: 40-step tasks that run all ``--steps``), ``--steps``
+steps at most, replay cache off) twice: prefix reuse off (``prefix_cache_mb=0``), then on. It prints
+the prompt tokens prefilled (prompt - reused, chat calls), the prefix-hit rate and the wall time of
+each, and the share of episode time spent outside backbone calls.
+
+Part 4 (``--mismatch N``, off by default) measures how often prefix reuse changes a greedy reply:
+N ReAct episodes per suite (``--mismatch-suites``, ``--mismatch-steps`` each) run with reuse on,
+then every chat call is replayed with reuse off on the same messages (ReAct's own parameters:
+48 new tokens, stop at ``\nObservation``) and the texts compared.
+
+Ratios are printed against embedded batch 1 always and against llama.cpp single stream when it ran.
+Caveats: CPU numbers depend on the machine and on its load (the load average is printed); every
+figure of one run is measured back to back in one process, so the ratios are the meaningful output.
+Model load times are excluded. Running against a llama.cpp/vLLM/Ollama server instead: start it with
+its OpenAI-compatible API and use ``--backbone litellm:openai/<model>`` with ``api_base`` (see
+jitlab/llm/README.md).
 """
 from __future__ import annotations
 
@@ -48,7 +62,7 @@ PROMPTS = [
 def throughput(concurrency: int, new_tokens: int) -> dict:
     from jitlab.llm import get_backbone
     start = time.perf_counter()
-    llm = get_backbone("embedded", max_new_tokens=new_tokens)
+    llm = get_backbone("embedded", max_new_tokens=new_tokens, prefix_cache_mb=0)  # the engine alone: part 3 has reuse
     load_s = time.perf_counter() - start
     messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(concurrency)]
     llm.chat([{"role": "user", "content": "Hello."}], max_new_tokens=4)      # warm-up, not timed
@@ -82,45 +96,136 @@ def throughput(concurrency: int, new_tokens: int) -> dict:
             "same_text": sum(a.text == b.text for a, b in zip(alone, together))}
 
 
-def episode_share(suite: str, limit: int, max_steps: int | None) -> dict:
+def llamacpp(concurrency: int, new_tokens: int) -> dict | None:
+    """llama.cpp single stream on the embedded GGUF, the same prompts one after another; None if not installed."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    from jitlab.llm.hf import embedded_gguf_path
+    start = time.perf_counter()
+    llm = llama_cpp.Llama(model_path=str(embedded_gguf_path()), n_ctx=2048, n_threads=os.cpu_count(), seed=0,
+                          verbose=False)
+    load_s = time.perf_counter() - start
+    llm.create_chat_completion([{"role": "user", "content": "Hello."}], max_tokens=4, temperature=0.0)  # warm-up
+    tokens, start = 0, time.perf_counter()
+    for i in range(concurrency):
+        out = llm.create_chat_completion([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+                                         max_tokens=new_tokens, temperature=0.0)
+        tokens += out["usage"]["completion_tokens"]
+    wall = time.perf_counter() - start
+    return {"load_s": load_s, "tokens": tokens, "tok_s": tokens / wall, "wall_s": wall,
+            "version": getattr(llama_cpp, "__version__", "?")}
+
+
+def _episode(suite: str, steps: int, out: str, reuse: bool, limit: int = 1, split: str = "test",
+             family: str | None = None) -> dict:
     from jitlab.runner import RunConfig, run
     from jitlab.store import load
-    with tempfile.TemporaryDirectory() as out:
-        cfg = RunConfig(suite=suite, harness="react", backbone="embedded", limit=limit, max_steps=max_steps,
-                        cache=False, out=os.path.join(out, "run"), concurrency=1, quiet=True)
-        run_dir = run(cfg)
-        frames = load(run_dir)
+    cfg = RunConfig(suite=suite, harness="react", backbone="embedded", split=split, family=family, limit=limit,
+                    max_steps=steps,
+                    cache=False, out=out, concurrency=1, quiet=True,
+                    backbone_options={} if reuse else {"prefix_cache_mb": 0})
+    frames = load(run(cfg))
     episodes = frames["episodes"][frames["episodes"]["final"]]
     calls = frames["calls"][frames["calls"]["episode_id"].isin(episodes["id"])]
+    chat = calls[calls["kind"] == "chat"]
+    prompt, reused = int(chat["prompt_tokens"].sum()), int(chat["reused_tokens"].fillna(0).sum())
     wall, in_calls = float(episodes["wall_s"].sum()), float(calls["latency_s"].sum())
-    return {"episodes": len(episodes), "steps": int(episodes["steps"].sum()), "calls": len(calls),
+    return {"episodes": len(episodes), "steps": int(episodes["steps"].sum()), "calls": len(chat),
+            "prompt_tokens": prompt, "prefilled": prompt - reused, "hit": reused / prompt if prompt else 0.0,
             "wall_s": wall, "backbone_s": in_calls, "outside_share": 1 - in_calls / wall if wall else float("nan"),
-            "success": float(episodes["success"].mean()) if len(episodes) else float("nan")}
+            "chat": chat}
+
+
+def reuse_episode(suite: str, steps: int, split: str, family: str | None) -> tuple[dict, dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        off = _episode(suite, steps, os.path.join(tmp, "off"), reuse=False, split=split, family=family)
+        on = _episode(suite, steps, os.path.join(tmp, "on"), reuse=True, split=split, family=family)
+    return off, on
+
+
+# what seed_bank/react's action passes to chat() (the calls table keeps messages, not parameters)
+REACT_PARAMS = {"max_new_tokens": 48, "stop": ["\nObservation"]}
+
+
+def mismatch(suites: list[str], episodes: int, steps: int) -> dict:
+    """Per suite: (chat calls replayed, replies that differ) between reuse on (as run) and reuse off."""
+    import json
+
+    from jitlab.llm import get_backbone
+    result = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for suite in suites:
+            on = _episode(suite, steps, os.path.join(tmp, suite), reuse=True, limit=episodes)
+            plain = get_backbone("embedded", prefix_cache_mb=0)
+            differ = sum(plain.chat(json.loads(m), **REACT_PARAMS).text != text
+                         for m, text in zip(on["chat"]["messages"], on["chat"]["text"]))
+            get_backbone("embedded")          # prefix reuse back on for the next suite
+            result[suite] = {"calls": len(on["chat"]), "differ": differ, "hit": on["hit"], "steps": on["steps"]}
+    return result
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, default=8, help="concurrent requests in part 1")
-    parser.add_argument("--new-tokens", type=int, default=48, help="max new tokens per request in part 1")
-    parser.add_argument("--suite", default="textworld", help="suite for the ReAct episode (part 2)")
-    parser.add_argument("--limit", type=int, default=1, help="episodes in part 2")
-    parser.add_argument("--max-steps", type=int, default=5, help="step cap per episode in part 2 (0 = task's own)")
-    parser.add_argument("--skip-episode", action="store_true", help="only part 1")
+    parser.add_argument("--new-tokens", type=int, default=48, help="max new tokens per request in parts 1-2")
+    parser.add_argument("--suite", default="textworld", help="suite of the ReAct episode (part 3)")
+    parser.add_argument("--steps", type=int, default=20, help="step cap of the ReAct episode (part 3)")
+    parser.add_argument("--split", default="test", help="split whose first task part 3 runs")
+    parser.add_argument("--family", default="cooking", help="task family of part 3 ('' for any): the default's 40-step "
+                                                           "tasks run all --steps (easy ones end in 1-3 steps)")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); 1 is steadier "
+                                                                 "on a machine loaded by other work")
+    parser.add_argument("--skip-throughput", action="store_true", help="skip parts 1-2")
+    parser.add_argument("--skip-episode", action="store_true", help="skip part 3")
+    parser.add_argument("--mismatch", type=int, default=0, help="part 4: episodes per suite (0: skip)")
+    parser.add_argument("--mismatch-suites", default="textworld,babyai,dbbench", help="suites of part 4")
+    parser.add_argument("--mismatch-steps", type=int, default=10, help="step cap per episode in part 4")
     args = parser.parse_args(argv)
 
-    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    t = throughput(args.concurrency, args.new_tokens)
-    print(f"embedded model load: {t['load_s']:.1f} s")
-    print(f"batch 1:            {t['batch1_tok_s']:7.2f} tokens/s  ({t['tokens']} tokens, {t['requests']} requests "
-          f"one after another, {t['batch1_wall_s']:.1f} s)")
-    print(f"{args.concurrency} concurrent:       {t['concurrent_tok_s']:7.2f} tokens/s  (batches used: {t['batches']}, "
-          f"{t['concurrent_wall_s']:.1f} s)")
-    print(f"speed-up vs batch 1: {t['ratio']:.2f}x   batched text == batch-1 text: {t['same_text']}/{t['requests']}")
+    if args.threads:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as jitlab.llm.hf does, before torch loads OpenMP
+        import torch
+        torch.set_num_threads(args.threads)
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+          + (f", torch threads {args.threads}" if args.threads else ""), flush=True)
+    if not args.skip_throughput:
+        t = throughput(args.concurrency, args.new_tokens)
+        print(f"embedded model load: {t['load_s']:.1f} s")
+        print(f"embedded batch 1:      {t['batch1_tok_s']:7.2f} tokens/s  ({t['tokens']} tokens, {t['requests']} "
+              f"requests one after another, {t['batch1_wall_s']:.1f} s)")
+        print(f"embedded {args.concurrency} concurrent: {t['concurrent_tok_s']:7.2f} tokens/s  (batches used: "
+              f"{t['batches']}, {t['concurrent_wall_s']:.1f} s)")
+        print(f"  vs embedded batch 1: {t['ratio']:.2f}x   batched text == batch-1 text: {t['same_text']}/{t['requests']}",
+              flush=True)
+        c = llamacpp(args.concurrency, args.new_tokens)
+        if c is None:
+            print("llama.cpp: skipped (llama_cpp not importable; `pip install -e .[llamacpp]` builds it from source, "
+                  "6-15 minutes on 2 cores)")
+        else:
+            print(f"llama.cpp {c['version']} single stream: {c['tok_s']:7.2f} tokens/s  ({c['tokens']} tokens, "
+                  f"{c['wall_s']:.1f} s; load {c['load_s']:.1f} s)")
+            print(f"  vs embedded batch 1: {c['tok_s'] / t['batch1_tok_s']:.2f}x")
+            print(f"  embedded batch 1 / llama.cpp: {t['batch1_tok_s'] / c['tok_s']:.2f}x   embedded {args.concurrency} "
+                  f"concurrent / llama.cpp: {t['concurrent_tok_s'] / c['tok_s']:.2f}x", flush=True)
     if not args.skip_episode:
-        e = episode_share(args.suite, args.limit, args.max_steps or None)
-        print(f"ReAct on {args.suite}: {e['episodes']} episode(s), {e['steps']} steps, {e['calls']} backbone calls, "
-              f"wall {e['wall_s']:.1f} s, in backbone calls {e['backbone_s']:.1f} s")
-        print(f"share of episode wall time outside backbone calls: {100 * e['outside_share']:.1f}%")
+        off, on = reuse_episode(args.suite, args.steps, args.split, args.family or None)
+        for name, e in (("reuse off", off), ("reuse on ", on)):
+            print(f"ReAct on {args.suite}, {name}: {e['steps']} steps, {e['calls']} chat calls, prompt tokens "
+                  f"{e['prompt_tokens']}, prefilled {e['prefilled']} (hit rate {100 * e['hit']:.0f}%), wall "
+                  f"{e['wall_s']:.1f} s, outside backbone calls {100 * e['outside_share']:.1f}%")
+        fresh = (on["chat"]["prompt_tokens"] - on["chat"]["reused_tokens"].fillna(0)).astype(int).tolist()
+        print(f"  reuse on, prefilled tokens per call: {fresh}")
+        saved = 1 - on["prefilled"] / off["prefilled"] if off["prefilled"] else float("nan")
+        print(f"  prefix reuse: {100 * saved:.0f}% fewer prefilled tokens, wall {on['wall_s'] / off['wall_s']:.2f}x of "
+              f"reuse off" + ("" if on["steps"] == off["steps"] else "  (the two episodes took different steps)"),
+              flush=True)
+    if args.mismatch:
+        suites = [s.strip() for s in args.mismatch_suites.split(",") if s.strip()]
+        for suite, m in mismatch(suites, args.mismatch, args.mismatch_steps).items():
+            print(f"mismatch {suite}: {m['differ']}/{m['calls']} chat replies differ with reuse off "
+                  f"({m['steps']} steps, hit rate {100 * m['hit']:.0f}%)", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 

@@ -40,7 +40,9 @@ class Budget:
     """Limits of one episode. ``max_steps=None`` uses the task's own ``max_steps``."""
     max_steps: int | None = field(default=None, metadata={"help": "step cap (None: the task's)", "min": 1})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens of the episode", "min": 1})
-    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds of the episode", "min_exclusive": 0})
+    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds of the episode, not counting "
+                                                                       "time its backbone calls waited for a shared "
+                                                                       "model (queue_s)", "min_exclusive": 0})
 
     def __post_init__(self):
         check_fields(self)  # 0 steps would silently mean "the task's own"; nan would disable the wall limit
@@ -89,14 +91,15 @@ class RunSpend:
 class LLMHandle:
     """What modules get as ``ctx.llm``: forwards to the backbone, counts tokens, enforces the
     token budget and the run's spend cap (``spend``), consults the replay cache and reports every
-    call to ``on_call``."""
+    call to ``on_call``. ``queue_s`` sums the time its calls waited for a shared model (as the backbone
+    reports it in ``Completion.queue_s``): the episode's wall budget does not count it."""
 
     def __init__(self, backbone, budget: Budget | None = None, cache=None, on_call=None, seed: int = 0,
                  phase: str = "execute", spend: RunSpend | None = None):
         self.backbone, self.budget, self.cache, self.on_call = backbone, budget or Budget(), cache, on_call
         self.seed, self.phase, self.step, self.spend = seed, phase, 0, spend
         self.prompt_tokens = self.completion_tokens = self.calls = 0
-        self.cost = 0.0
+        self.cost = self.queue_s = 0.0
         self.spend_stopped = False  # set when the spend cap refused a call (a harness may swallow the error)
         self._lock = threading.Lock()
 
@@ -136,16 +139,26 @@ class LLMHandle:
         cached = self.cache.get(key, kind="score") if self.cache else None
         if cached is None:
             self._check_spend()
+        start, timing = time.perf_counter(), {}
         scores = cached if cached is not None else [float(s) for s in scorer(messages, list(candidates))]
+        latency = time.perf_counter() - start
         if cached is None and self.cache:
             self.cache.put(key, scores, kind="score")
+        if cached is None and callable(getattr(self.backbone, "last_score_timing", None)):
+            timing = self.backbone.last_score_timing()
         if self.on_call:
             # a scoring pass reads the prompt and the candidates: prompt tokens (estimated by words), no completion,
             # priced like any prompt tokens of this backbone
             tokens = sum(len(c.split()) for c in candidates) + sum(len(m["content"].split()) for m in messages)
             price = getattr(self.backbone, "price", None)
             self._account(Completion(text="", prompt_tokens=tokens, cost=price.cost(tokens, 0) if price else 0.0,
-                                     cached=cached is not None), key, messages, {"score": len(candidates)}, kind="score")
+                                     cached=cached is not None, latency_s=0.0 if cached is not None else latency,
+                                     queue_s=timing.get("queue_s", 0.0), compute_s=timing.get("compute_s"),
+                                     reused_tokens=timing.get("reused", 0)),
+                          key, messages, {"score": len(candidates)}, kind="score")
+        else:
+            with self._lock:
+                self.queue_s += timing.get("queue_s", 0.0)
         return scores
 
     def _account(self, completion: Completion, key: str, messages, params, kind: str = "chat") -> None:
@@ -154,6 +167,8 @@ class LLMHandle:
             self.completion_tokens += completion.completion_tokens
             self.cost += completion.cost
             self.calls += 1
+            if not completion.cached:  # a replay-cache hit carries its original call's timings, not waited now
+                self.queue_s += completion.queue_s
         if self.spend is not None and not completion.cached:
             self.spend.add(completion.cost, completion.prompt_tokens + completion.completion_tokens)
         if self.on_call:
@@ -161,6 +176,9 @@ class LLMHandle:
                           "backbone": self.backbone.id, "prompt_tokens": completion.prompt_tokens,
                           "completion_tokens": completion.completion_tokens, "cost": completion.cost,
                           "latency_s": completion.latency_s, "cached": completion.cached,
+                          "queue_s": completion.queue_s, "reused_tokens": completion.reused_tokens,
+                          "compute_s": completion.compute_s if completion.compute_s is not None
+                          else max(0.0, completion.latency_s - completion.queue_s),
                           "messages": messages, "params": params, "text": completion.text})
 
 
@@ -265,8 +283,10 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         while not obs.done and step < max_steps:
             if getattr(llm, "spend_stopped", False):
                 break  # the run's spend cap refused a call and the harness carried on: stop here
-            if time.perf_counter() - start > budget.max_wall_s:
-                raise BudgetExceeded(f"wall budget {budget.max_wall_s}s spent")
+            # the harness's own time plus its calls' compute: waiting for a shared model is not the harness's cost
+            if time.perf_counter() - start - getattr(llm, "queue_s", 0.0) > budget.max_wall_s:
+                raise BudgetExceeded(f"wall budget {budget.max_wall_s}s spent (not counting "
+                                     f"{getattr(llm, 'queue_s', 0.0):.1f}s queued for the backbone)")
             step += 1
             llm.step = step
             tokens_before = llm.tokens

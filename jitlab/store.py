@@ -40,7 +40,7 @@ DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
 FINAL = ("ok", "budget", "harness_error")
 RETRY = ("infra_error", "interrupted")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: calls.queue_s, compute_s, reused_tokens
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,8 +57,12 @@ CREATE TABLE IF NOT EXISTS steps (
 CREATE TABLE IF NOT EXISTS calls (
   episode_id INTEGER NOT NULL, step INTEGER, phase TEXT, kind TEXT, key TEXT, backbone TEXT,
   prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL, latency_s REAL, cached INTEGER,
-  messages TEXT, text TEXT, t REAL);
+  messages TEXT, text TEXT, t REAL, queue_s REAL, compute_s REAL, reused_tokens INTEGER);
 """
+# columns added after schema 1, with their types: a file written before them gets them on open (NULL in old rows)
+_ADDED_CALL_COLUMNS = {"queue_s": "REAL", "compute_s": "REAL", "reused_tokens": "INTEGER"}
+_CALL_COLUMNS = ("episode_id", "step", "phase", "kind", "key", "backbone", "prompt_tokens", "completion_tokens", "cost",
+                 "latency_s", "cached", "messages", "text", "t", *_ADDED_CALL_COLUMNS)
 
 
 def fingerprint(config: dict) -> str:
@@ -224,11 +228,22 @@ class RunStore:
             self.db.execute("PRAGMA busy_timeout=30000")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(_SCHEMA)
+            self._migrate()
             self.config = config
             self._check_config(config)
             self._recover()
         except (sqlite3.DatabaseError, OSError) as exc:
             raise storage_error(path, exc) from exc
+
+    def _migrate(self) -> None:
+        """Add the calls columns a schema-1 file lacks (its old rows keep NULL there)."""
+        have = {row[1] for row in self.db.execute("PRAGMA table_info(calls)")}
+        missing = [name for name in _ADDED_CALL_COLUMNS if name not in have]
+        if missing:
+            with self._tx():
+                for name in missing:
+                    self.db.execute(f"ALTER TABLE calls ADD COLUMN {name} {_ADDED_CALL_COLUMNS[name]}")
+                self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def _check_config(self, config: dict) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='config'").fetchone()
@@ -292,10 +307,11 @@ class RunStore:
 
     def log_call(self, episode_id: int, call: dict) -> None:
         with self._tx():
-            self.db.execute("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+            self.db.execute(f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({','.join('?' * len(_CALL_COLUMNS))})", (
                 episode_id, call["step"], call["phase"], call["kind"], call["key"], call["backbone"],
                 call["prompt_tokens"], call["completion_tokens"], call["cost"], call["latency_s"],
-                int(call["cached"]), json.dumps(call["messages"]), call["text"], time.time()))
+                int(call["cached"]), json.dumps(call["messages"]), call["text"], time.time(), call.get("queue_s"),
+                call.get("compute_s"), call.get("reused_tokens")))
 
     def finish_episode(self, episode_id: int, result: dict, llm) -> None:
         with self._tx():
@@ -389,6 +405,13 @@ def load(run_dir: str | Path) -> dict:
     episodes = frames["episodes"]
     episodes["final"] = episodes["status"].isin(FINAL)
     episodes["tokens"] = episodes["prompt_tokens"].fillna(0) + episodes["completion_tokens"].fillna(0)
+    calls = frames["calls"]
+    for name in _ADDED_CALL_COLUMNS:  # a schema-1 file read without opening it for writing
+        if name not in calls:
+            calls[name] = pd.NA
+    # prefix-hit rate: share of the call's prompt tokens taken from the KV prefix cache (NaN: not recorded)
+    calls["prefix_hit"] = pd.to_numeric(calls["reused_tokens"], errors="coerce") / calls["prompt_tokens"].where(
+        calls["prompt_tokens"] > 0)
     frames["config"] = pd.DataFrame([config])
     frames["meta"] = meta
     return frames

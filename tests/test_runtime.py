@@ -55,6 +55,64 @@ def test_wall_budget_is_enforced():
     assert result.status == "budget" and "wall" in result.error
 
 
+class _QueuedBackbone:
+    """Test double for a shared model: a scripted backbone behind a lock that another thread holds for
+    ``hold_s`` before each call is served, reporting that wait as ``queue_s`` (as the hf engine does)."""
+
+    def __init__(self, inner, hold_s: float, compute_s: float = 0.0):
+        import threading
+        self.inner, self.hold_s, self.compute_s, self.id = inner, hold_s, compute_s, inner.id
+        self.lock, self.threading = threading.Lock(), threading
+
+    def chat(self, messages, **params):
+        import dataclasses
+        import time
+        start = time.perf_counter()
+        taken = self.threading.Event()
+        holder = self.threading.Thread(target=self._hold, args=(taken,))
+        holder.start()
+        taken.wait()          # "another episode's batch" has the model...
+        with self.lock:       # ...and this call queues until it is done
+            queued = time.perf_counter() - start
+            time.sleep(self.compute_s)
+            reply = self.inner.chat(messages, **params)
+        holder.join()
+        return dataclasses.replace(reply, queue_s=queued, compute_s=self.compute_s,
+                                   latency_s=time.perf_counter() - start)
+
+    def _hold(self, taken):
+        import time
+        with self.lock:
+            taken.set()
+            time.sleep(self.hold_s)
+
+
+def test_queue_time_is_not_charged_to_the_wall_budget():
+    spec = ToySuite().tasks()[2]
+    steps = len(spec.data["plan"])
+    budget = Budget(max_wall_s=0.15 * steps)
+    result, _, llm, _ = _run(_QueuedBackbone(_solver(spec), hold_s=0.3), budget, task=2)
+    assert result.wall_s > budget.max_wall_s          # the episode took longer than its budget, all of it queued
+    assert result.status == "ok" and result.success, result.error
+    assert llm.queue_s >= 0.3 * steps
+    # compute time is charged: the same waits spent computing end the episode as `budget`
+    slow, *_ = _run(_QueuedBackbone(_solver(spec), hold_s=0.0, compute_s=0.3), budget, task=2)
+    assert slow.status == "budget" and "wall budget" in slow.error
+
+
+def test_calls_record_queue_and_compute_time():
+    spec = ToySuite().tasks()[2]
+    calls = []
+    llm = LLMHandle(_QueuedBackbone(_solver(spec), hold_s=0.05, compute_s=0.02), Budget(), on_call=calls.append)
+    llm.chat([{"role": "user", "content": "hi"}])
+    (call,) = calls
+    assert call["queue_s"] >= 0.05 and call["compute_s"] == 0.02 and call["latency_s"] >= 0.07
+    plain = LLMHandle(get_scripted("look"), Budget(), on_call=calls.append)
+    plain.chat([{"role": "user", "content": "hi"}])   # a backbone that does not split: all of it is compute
+    assert calls[-1]["queue_s"] == 0.0 and calls[-1]["compute_s"] == pytest.approx(calls[-1]["latency_s"])
+    assert calls[-1]["reused_tokens"] == 0
+
+
 def test_harness_exception_becomes_harness_error(tmp_path):
     import shutil
     folder = tmp_path / "broken"

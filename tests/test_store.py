@@ -150,3 +150,28 @@ def test_damage_found_mid_run_is_a_storage_error_naming_the_file(tmp_path):
             store.status_of("x", "toy-dev-0", 0)
     finally:
         store.close()
+
+
+def test_calls_record_queue_compute_and_prefix_reuse_and_old_files_gain_the_columns(tmp_path):
+    from jitlab.store import _SCHEMA, RunStore
+    out = run(_cfg(tmp_path / "r", limit=1))
+    calls = load(out)["calls"]
+    assert (calls["queue_s"] == 0).all() and (calls["compute_s"] >= 0).all() and (calls["reused_tokens"] == 0).all()
+    assert (calls["prefix_hit"] == 0).all()
+    # a run file written before these columns existed (schema 1): readable as is, migrated when opened to write
+    old = tmp_path / "old"
+    old.mkdir()
+    db = sqlite3.connect(old / "run.sqlite")
+    db.executescript(_SCHEMA.replace(", queue_s REAL, compute_s REAL, reused_tokens INTEGER", ""))
+    db.execute("INSERT INTO calls (episode_id, prompt_tokens, completion_tokens, cached) VALUES (1, 10, 2, 0)")
+    db.commit()
+    db.close()
+    assert load(old)["calls"]["prefix_hit"].isna().all()
+    store = RunStore(old, {"suite": "toy"})
+    store.log_call(1, {"step": 1, "phase": "execute", "kind": "chat", "key": "k", "backbone": "b", "prompt_tokens": 8,
+                       "completion_tokens": 1, "cost": 0.0, "latency_s": 1.0, "cached": False, "messages": [],
+                       "text": "", "queue_s": 0.25, "compute_s": 0.75, "reused_tokens": 6})
+    store.close()
+    calls = load(old)["calls"]
+    assert calls["prefix_hit"].isna().tolist() == [True, False] and calls["prefix_hit"].iloc[1] == 0.75
+    assert calls["queue_s"].iloc[1] == 0.25 and calls["compute_s"].iloc[1] == 0.75

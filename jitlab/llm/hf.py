@@ -24,13 +24,33 @@ passes. A single caller never waits.
 Greedy decoding is the default; batched greedy text equals unbatched greedy text up to float
 rounding (left padding changes matmul shapes; see tests/llm/test_hf.py for what is checked).
 
-Caveats: the model is loaded once per process and per (dir, file, device, dtype) and stays in
-memory. GGUF weights are de-quantized to float (transformers cannot run quantized GGUF); the
+Prefix reuse: an agent re-sends its system prompt, task and history at every step. The engine keeps
+the keys/values of recent sequences (prompt plus reply) in a ``_PrefixCache`` (LRU under
+``prefix_cache_mb``) and a prompt starts from its longest common token prefix with any of them: no
+episode key is needed, since an episode whose prompt grows by appending finds its own previous call,
+and a new episode at least the shared system prompt. Inside a batch each row is prefilled on its own
+from its cached prefix up to its last prompt token (only the new suffix is computed), the rows' caches
+are left-padded into one batch cache and one ``generate`` decodes all rows; see
+``_Engine._generate_reusing``. Outputs equal the uncached ones up to float rounding (the suffix is
+computed in another chunking; measured mismatch rates are in benchmarks/README.md). Each Completion
+reports ``reused_tokens``, ``queue_s`` (waiting for the worker or the model lock) and ``compute_s`` (the
+whole batch's time: every row of a batch is charged all of it). ``prefix_cache_mb=0`` turns reuse off.
+
+Speed options that change outputs are recorded in the backbone id (the replay cache keys on it):
+``dtype="bfloat16"`` on CPU (``+bfloat16``; fast on CPUs with AMX/AVX512-BF16) and ``quantize="int8"``
+(``+int8``: ``torch.ao.quantization.quantize_dynamic`` of the Linear layers). benchmarks/cpu_matmul.py
+measures them.
+
+Caveats: the model is loaded once per process and per (dir, file, device, dtype, quantize) and stays
+in memory. GGUF weights are de-quantized to float (transformers cannot run quantized GGUF); the
 first load converts them and saves a plain checkpoint under ``JITLAB_HOME/data/models/`` so later
-processes load in seconds (``convert_gguf=False`` turns that off). On CPU, float32 is used: bf16
-matmuls are much slower there. Importing this module sets ``OMP_WAIT_POLICY=PASSIVE`` if torch is
-not imported yet: with spinning OpenMP threads decoding ran ~10x slower on a shared 2-core machine. Sampling (``temperature > 0``) is seeded per batch, so it is
-reproducible only when the batch composition is.
+processes load in seconds (``convert_gguf=False`` turns that off). On CPU, float32 is the default:
+bf16 matmuls are much slower on CPUs without bf16 units, and float32 is the reference outputs are
+compared against. Importing this module sets ``OMP_WAIT_POLICY=PASSIVE`` if torch is not imported
+yet: with spinning OpenMP threads decoding ran ~10x slower on a shared 2-core machine. Sampling
+(``temperature > 0``) is seeded per batch, so it is reproducible only when the batch composition is.
+Decoding, not prefill, dominates a 48-token step on CPU (about 70 ms a token at batch 1, mostly
+per-layer dispatch overhead), so prefix reuse saves the prefill share of a call, not more.
 """
 from __future__ import annotations
 
@@ -43,6 +63,7 @@ import shutil
 import sys
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -84,6 +105,10 @@ class HFConfig:
     convert_gguf: bool = field(default=True, metadata={"help": "save de-quantized GGUF weights as a plain checkpoint for fast reloads"})
     name: str | None = field(default=None, metadata={"help": "backbone id to record (default hf:<dir>[#file])"})
     threads: int | None = field(default=None, metadata={"help": "torch CPU threads (process-wide torch.set_num_threads); default: torch's"})
+    quantize: str | None = field(default=None, metadata={"help": "int8: dynamic int8 quantization of the Linear layers "
+                                                                  "(CPU only; faster, changes outputs; recorded in the id)"})
+    prefix_cache_mb: float = field(default=512.0, metadata={"help": "memory cap (MiB) of the KV prefix cache shared by the "
+                                                                     "model's callers; 0 turns prefix reuse off"})
 
 
 def _parse_spec(spec: str) -> tuple[Path, str | None]:
@@ -165,22 +190,101 @@ def _batch_key(gen: tuple) -> tuple:
 
 
 class _Request:
-    __slots__ = ("done", "error", "gen", "ids", "tokens")
+    __slots__ = ("compute_s", "done", "enqueued", "error", "gen", "ids", "queue_s", "reused", "tokens")
 
     def __init__(self, ids: list[int], gen: tuple):
         self.ids, self.gen = ids, gen
         self.done = threading.Event()
         self.tokens: list[int] | None = None
         self.error: BaseException | None = None
+        self.enqueued = time.monotonic()
+        self.queue_s = self.compute_s = 0.0
+        self.reused = 0
+
+
+class _PrefixCache:
+    """Key/value caches of recent token sequences, for prefix reuse; LRU-evicted under a byte cap.
+
+    No conversation key: a prompt reuses the longest common prefix (in token ids) with ANY stored
+    sequence, which is its own episode's previous call when the harness's prompt grows by appending,
+    and at least the shared system prompt of another episode otherwise. Entries hold per-layer
+    ``(keys, values)`` of shape [1, kv_heads, tokens, head_dim]; a reuse slices the first tokens of
+    an entry (a view, never written: ``DynamicCache.update`` concatenates into new tensors). Storing a
+    sequence that reused at least half of its source entry replaces that entry (an episode's
+    previous prompt is dead once its next one is stored), so an episode holds about one entry.
+    Used only under the engine's lock."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.bytes = max_bytes, 0
+        self.entries: OrderedDict[int, tuple] = OrderedDict()   # key -> (ids tensor, layers, bytes)
+        self._next = 0
+
+    def lookup(self, ids: list[int], limit: int) -> tuple[int, int | None]:
+        """(tokens reusable, entry key) for the longest common prefix of ``ids[:limit]`` with a stored sequence."""
+        import torch
+        best, best_key = 0, None
+        if limit <= 0 or not self.entries:
+            return 0, None
+        query = torch.tensor(ids[:limit])
+        for key, (stored, _, _) in self.entries.items():
+            n = min(len(stored), len(query))
+            if n <= best:
+                continue
+            differ = (stored[:n] != query[:n]).nonzero()
+            common = int(differ[0, 0]) if len(differ) else n
+            if common > best:
+                best, best_key = common, key
+        return best, best_key
+
+    def layers(self, key: int, n: int) -> list[tuple]:
+        self.entries.move_to_end(key)
+        return [(k[:, :, :n], v[:, :, :n]) for k, v in self.entries[key][1]]
+
+    def store(self, ids: list[int], layers: list[tuple], source: int | None = None, reused: int = 0) -> None:
+        import torch
+        if source in self.entries and 2 * reused >= len(self.entries[source][0]):
+            self.bytes -= self.entries.pop(source)[2]
+        size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+        if size > self.max_bytes:
+            return
+        self.entries[self._next] = (torch.tensor(ids), layers, size)
+        self._next += 1
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            self.bytes -= self.entries.popitem(last=False)[1][2]
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.bytes = 0
+
+
+def _cache_arg(model) -> str:
+    """transformers >= 5.x renamed forward(past_key_values=) / generate(past_key_values=) to ``cache=``."""
+    import inspect
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _full_attention_only(model) -> bool:
+    """Prefix reuse slices and pads plain per-layer caches; sliding-window or linear-attention layers (some
+    Qwen, Gemma, Mamba hybrids) keep other state, so such models run without it."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
 
 
 class _Engine:
     """One loaded model + tokenizer, shared by every backbone on it, with its batching worker."""
 
-    def __init__(self, directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool):
+    def __init__(self, directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool,
+                 quantize: str | None = None):
         import torch
         self.device = device
         self.tokenizer, self.model, self.converted = _load(directory, gguf_file, device, getattr(torch, dtype), convert)
+        if quantize == "int8":
+            import warnings
+            with warnings.catch_warnings():  # torch.ao eager quantization warns that it moves to torchao; it still works
+                warnings.simplefilter("ignore")
+                self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         tok, gen_cfg = self.tokenizer, self.model.generation_config
         eos = gen_cfg.eos_token_id if gen_cfg.eos_token_id is not None else []
         self.eos_ids = sorted({*(eos if isinstance(eos, list) else [eos]),
@@ -189,9 +293,7 @@ class _Engine:
             raise ConfigError(f"model in {directory} defines no end-of-sequence token; cannot chat with it")
         self.end_id = tok.eos_token_id if tok.eos_token_id is not None else self.eos_ids[0]
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_ids[0]
-        import inspect
-        # transformers >= 5.x renamed forward(past_key_values=) to forward(cache=)
-        self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        self._cache_arg = _cache_arg(self.model)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
         self.lock = threading.Lock()          # one forward pass at a time
         self.max_batch, self.window = 16, 0.05
@@ -203,6 +305,8 @@ class _Engine:
         self.linger_s = 1.0
         self._worker: threading.Thread | None = None
         self.batches: list[int] = []          # sizes of the generate calls made (for tests/benchmarks)
+        self.prefix: _PrefixCache | None = _PrefixCache(512 << 20)   # None: no prefix reuse
+        self.reusable = _full_attention_only(self.model)                # else self.prefix is never used
 
     # -- prompt building ----------------------------------------------------------------------
     def prompt_ids(self, messages: list[dict]) -> list[int]:
@@ -233,7 +337,7 @@ class _Engine:
                     del self._callers[thread]
             return len(self._callers)
 
-    def submit(self, ids: list[int], gen: tuple) -> list[int]:
+    def submit(self, ids: list[int], gen: tuple) -> _Request:
         request = _Request(ids, gen)
         if self._worker is None:
             with self._callers_lock:
@@ -244,7 +348,7 @@ class _Engine:
         request.done.wait()
         if request.error is not None:
             raise request.error
-        return request.tokens
+        return request
 
     def _collect(self, have: int) -> list[_Request]:
         """Newly queued requests (blocking for one if ``have`` is 0), waiting up to ``window`` while
@@ -288,21 +392,49 @@ class _Engine:
             pending = [r for r in pending if r not in batch]
             gens = [dict(r.gen) for r in batch]
             merged = {**gens[0], "max_new_tokens": max(g["max_new_tokens"] for g in gens)}
+            info: dict = {}
             try:
-                outputs = self.generate([r.ids for r in batch], merged)
-                for request, gen, tokens in zip(batch, gens, outputs):
-                    request.tokens = tokens[:gen["max_new_tokens"]]
+                outputs = self.generate([r.ids for r in batch], merged, info)
+                for request, gen, tokens, reused in zip(batch, gens, outputs, info["reused"]):
+                    request.tokens, request.reused = tokens[:gen["max_new_tokens"]], reused
             except Exception as exc:  # a failed forward pass must wake its callers, never kill the worker
                 error = InfraError(f"local model generate failed: {type(exc).__name__}: {exc}")
                 error.__cause__ = exc
                 for request in batch:
                     request.error = error
             finally:
-                for request in batch:
+                started = info.get("started", time.monotonic())
+                for request in batch:  # every row is charged the whole batch's compute time
+                    request.queue_s = max(0.0, started - request.enqueued)
+                    request.compute_s = info.get("compute_s", 0.0)
                     request.done.set()
 
-    def generate(self, prompts: list[list[int]], gen: dict) -> list[list[int]]:
-        """One left-padded ``generate`` over ``prompts``; returns each row's new tokens (padding kept)."""
+    def generate(self, prompts: list[list[int]], gen: dict, info: dict | None = None) -> list[list[int]]:
+        """One left-padded ``generate`` over ``prompts``; returns each row's new tokens (padding kept).
+        ``info`` (if given) receives ``started`` (monotonic time the model lock was taken), ``compute_s``
+        and ``reused`` (prompt tokens each row took from the prefix cache)."""
+        import torch
+        kwargs = {"max_new_tokens": gen["max_new_tokens"], "pad_token_id": self.pad_id, "eos_token_id": self.eos_ids}
+        if gen["temperature"] and gen["temperature"] > 0:
+            kwargs.update(do_sample=True, temperature=gen["temperature"], top_p=gen["top_p"] or 1.0, top_k=None)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if gen["stop"]:
+            kwargs.update(stop_strings=list(gen["stop"]), tokenizer=self.tokenizer)
+        info = {} if info is None else info
+        with self.lock, torch.inference_mode():
+            info["started"] = time.monotonic()
+            if gen["temperature"] and gen["temperature"] > 0 and gen["seed"] is not None:
+                torch.manual_seed(gen["seed"])
+            self.batches.append(len(prompts))
+            if self.prefix is not None and self.reusable and min(len(p) for p in prompts) > 1:
+                outputs, info["reused"] = self._generate_reusing(prompts, kwargs)
+            else:
+                outputs, info["reused"] = self._generate_plain(prompts, kwargs), [0] * len(prompts)
+            info["compute_s"] = time.monotonic() - info["started"]
+        return outputs
+
+    def _left_pad(self, prompts: list[list[int]]):
         import torch
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
@@ -310,19 +442,61 @@ class _Engine:
         for row, prompt in enumerate(prompts):
             ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
             mask[row, width - len(prompt):] = 1
-        kwargs = {"max_new_tokens": gen["max_new_tokens"], "pad_token_id": self.pad_id, "eos_token_id": self.eos_ids}
-        if gen["temperature"] and gen["temperature"] > 0:
-            kwargs.update(do_sample=True, temperature=gen["temperature"], top_p=gen["top_p"] or 1.0, top_k=None)
-            if gen["seed"] is not None:
-                torch.manual_seed(gen["seed"])
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if gen["stop"]:
-            kwargs.update(stop_strings=list(gen["stop"]), tokenizer=self.tokenizer)
-        with self.lock, torch.inference_mode():
-            self.batches.append(len(prompts))
-            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        return ids.to(self.device), mask.to(self.device), width
+
+    def _generate_plain(self, prompts: list[list[int]], kwargs: dict) -> list[list[int]]:
+        ids, mask, width = self._left_pad(prompts)
+        out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         return [row[width:].tolist() for row in out.cpu()]
+
+    def _prefill(self, ids: list[int], limit: int, reuse_max: int):
+        """A batch-1 DynamicCache holding ``ids[:limit]``: the longest cached prefix (at most ``reuse_max``
+        tokens), then a forward pass over the rest. Returns (cache, tokens reused, source entry key, logits of
+        the tokens fed or None when none was fed)."""
+        import torch
+        from transformers import DynamicCache
+        reused, source = self.prefix.lookup(ids, reuse_max) if self.prefix is not None else (0, None)
+        data = self.prefix.layers(source, reused) if reused else None
+        cache = DynamicCache(ddp_cache_data=data, config=self.model.config)
+        logits = None
+        if limit > reused:
+            out = self.model(input_ids=torch.tensor([ids[reused:limit]], device=self.device), use_cache=True,
+                             **{self._cache_arg: cache})
+            logits = out.logits
+        return cache, reused, source, logits
+
+    def _generate_reusing(self, prompts: list[list[int]], kwargs: dict) -> tuple[list[list[int]], list[int]]:
+        """Prefix reuse inside a batch. Each row is prefilled on its own (batch 1) up to its LAST prompt
+        token, starting from its longest cached prefix, so it computes only its new suffix; prefill cost is
+        proportional to tokens, so prefilling rows apart loses nothing. The rows' caches are then left-padded
+        to a common length (zeros under a 0 attention mask) into one batch cache, and ONE ``generate`` feeds
+        every row's last prompt token and decodes all rows together, exactly like the plain left-padded path
+        (positions come from the attention mask, so each row's positions equal its unpadded ones). Afterwards
+        each row's keys/values (prompt plus the reply tokens fed back) are stored for the next call."""
+        import torch
+        from transformers import DynamicCache
+        rows = [self._prefill(p, len(p) - 1, len(p) - 1) for p in prompts]
+        ids, mask, width = self._left_pad(prompts)
+        layers = []
+        for li in range(len(rows[0][0].layers)):
+            keys, values = [], []
+            for (cache, *_), prompt in zip(rows, prompts):
+                layer, pad = cache.layers[li], width - len(prompt)
+                keys.append(torch.nn.functional.pad(layer.keys, (0, 0, pad, 0)))
+                values.append(torch.nn.functional.pad(layer.values, (0, 0, pad, 0)))
+            layers.append((torch.cat(keys), torch.cat(values)))
+        batch_cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        out = self.model.generate(input_ids=ids, attention_mask=mask, **{self._cache_arg: batch_cache}, **kwargs)
+        outputs = [row[width:].tolist() for row in out.cpu()]
+        fed = batch_cache.get_seq_length() - width + 1           # reply tokens whose keys/values were computed
+        ends = {*self.eos_ids, self.pad_id}
+        for row, (prompt, tokens, (_, reused, source, _)) in enumerate(zip(prompts, outputs, rows)):
+            real = next((i + 1 for i, t in enumerate(tokens) if t in ends), len(tokens))
+            keep, pad = len(prompt) + min(real, fed), width - len(prompt)
+            kept = [(layer.keys[row:row + 1, :, pad:pad + keep].clone(), layer.values[row:row + 1, :, pad:pad + keep].clone())
+                    for layer in batch_cache.layers]
+            self.prefix.store(prompt + tokens[:keep - len(prompt)], kept, source, reused)
+        return outputs, [r[1] for r in rows]
 
     def finish(self, tokens: list[int], stop: tuple) -> tuple[str, int]:
         """Reply text and the number of tokens really generated (up to eos or the stop string)."""
@@ -348,9 +522,10 @@ class _Engine:
         return text, count
 
     # -- scoring ------------------------------------------------------------------------------
-    def score(self, prompt: list[int], continuations: list[list[int]]) -> list[float]:
-        """Sum log p(continuation | prompt): one pass over the prompt, then ONE batched pass over
-        all candidates that reuses the prompt's KV cache."""
+    def score(self, prompt: list[int], continuations: list[list[int]], info: dict | None = None) -> list[float]:
+        """Sum log p(continuation | prompt): one pass over the prompt (after its longest cached prefix), then
+        ONE batched pass over all candidates that reuses the prompt's KV cache. ``info`` receives
+        ``queue_s`` (waiting for the model lock), ``compute_s`` and ``reused``."""
         import torch
         n, length = len(continuations), max(len(c) for c in continuations)
         ids = torch.full((n, length), self.pad_id, dtype=torch.long)
@@ -360,14 +535,25 @@ class _Engine:
             ids[row, :len(cont)] = torch.tensor(cont, dtype=torch.long)
             mask[row, len(prompt):len(prompt) + len(cont)] = 1
         positions = torch.arange(len(prompt), len(prompt) + length).unsqueeze(0).expand(n, length)
+        info = {} if info is None else info
+        asked = time.monotonic()
         with self.lock, torch.inference_mode():
-            head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True)
-            first = torch.log_softmax(head.logits[0, -1].float(), dim=-1).cpu()
-            cache = getattr(head, "cache", None) or head.past_key_values
+            started = time.monotonic()
+            if self.prefix is not None and self.reusable:
+                # at least the last prompt token is fed: its logits score every candidate's first token
+                cache, reused, source, logits = self._prefill(prompt, len(prompt), len(prompt) - 1)
+                self.prefix.store(list(prompt), [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers],
+                                  source, reused)
+            else:
+                head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True)
+                logits, reused = head.logits, 0
+                cache = getattr(head, "cache", None) or head.past_key_values
+            first = torch.log_softmax(logits[0, -1].float(), dim=-1).cpu()
             cache.batch_repeat_interleave(n)
             tail = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                               position_ids=positions.to(self.device), use_cache=False, **{self._cache_arg: cache})
             logp = torch.log_softmax(tail.logits.float(), dim=-1).cpu()
+            info.update(queue_s=started - asked, compute_s=time.monotonic() - started, reused=reused)
         scores = []
         for row, cont in enumerate(continuations):
             total = first[cont[0]].item()
@@ -380,11 +566,12 @@ _ENGINES: dict[tuple, _Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def _engine(directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool) -> _Engine:
-    key = (str(directory), gguf_file, device, dtype)
+def _engine(directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool,
+            quantize: str | None = None) -> _Engine:
+    key = (str(directory), gguf_file, device, dtype, quantize)
     with _ENGINES_LOCK:                      # load once per process, even when threads race here
         if key not in _ENGINES:
-            _ENGINES[key] = _Engine(directory, gguf_file, device, dtype, convert)
+            _ENGINES[key] = _Engine(directory, gguf_file, device, dtype, convert, quantize)
         return _ENGINES[key]
 
 
@@ -401,8 +588,17 @@ class HFBackbone:
         dtype = cfg.dtype or ("float32" if cfg.device == "cpu" else "bfloat16")
         if dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"hf backbone: dtype {dtype!r} unknown; use float32, bfloat16 or float16")
+        if cfg.quantize not in (None, "int8"):
+            raise ConfigError(f"hf backbone: quantize {cfg.quantize!r} unknown; use int8 or leave it unset")
+        if cfg.quantize and cfg.device != "cpu":
+            raise ConfigError(f"hf backbone: quantize=int8 runs on cpu only, not {cfg.device!r}; drop quantize or use "
+                              "device=cpu")
         self.id = cfg.name or f"hf:{self.directory}" + (f"#{self.gguf_file}" if self.gguf_file else "")
-        self.price = find_price(resolve_pricing(cfg.pricing), self.id)
+        # options that change outputs are part of the id, so replay-cache entries and comparisons never mix them
+        default_dtype = "float32" if cfg.device == "cpu" else "bfloat16"
+        base_id = self.id
+        self.id += "".join(f"+{x}" for x in (dtype if dtype != default_dtype else None, cfg.quantize) if x)
+        self.price = find_price(resolve_pricing(cfg.pricing), self.id, base_id)  # the same model's price
         if self.price is None:
             log.warning("no price for backbone %s: its calls cost 0; pass pricing=<yaml> to price it", self.id)
         if cfg.threads:
@@ -411,10 +607,17 @@ class HFBackbone:
         if _TORCH_FIRST and cfg.device == "cpu":
             log.warning("torch was imported before jitlab.llm.hf without OMP_WAIT_POLICY set: CPU decoding can be "
                         "~10x slower on a busy machine; export OMP_WAIT_POLICY=PASSIVE (or import jitlab first)")
-        self.engine = _engine(self.directory, self.gguf_file, cfg.device, dtype, cfg.convert_gguf)
+        self.engine = _engine(self.directory, self.gguf_file, cfg.device, dtype, cfg.convert_gguf, cfg.quantize)
         self.engine.max_batch = max(1, cfg.max_batch)
         self.engine.window = max(0.0, cfg.batch_window_s)
+        cap = int(cfg.prefix_cache_mb * (1 << 20))
+        with self.engine.lock:  # the engine is shared: keep its prefix cache unless this backbone changes the cap
+            if cap <= 0 or not self.engine.reusable:
+                self.engine.prefix = None
+            elif self.engine.prefix is None or self.engine.prefix.max_bytes != cap:
+                self.engine.prefix = _PrefixCache(cap)
         self._warned: set[str] = set()
+        self._local = threading.local()
         # the de-quantized copy of a GGUF model (loadable as hf:<that dir>), None if not converted
         self.converted_dir: Path | None = self.engine.converted
 
@@ -444,13 +647,14 @@ class HFBackbone:
         engine.enter()
         try:
             ids = self._truncate(engine.prompt_ids(_clean(messages)), dict(gen)["max_new_tokens"])
-            tokens = engine.submit(ids, gen)
+            request = engine.submit(ids, gen)
         finally:
             engine.leave()
-        text, generated = engine.finish(tokens, dict(gen)["stop"])
+        text, generated = engine.finish(request.tokens, dict(gen)["stop"])
         cost = self.price.cost(len(ids), generated) if self.price else 0.0
         return Completion(text=text, prompt_tokens=len(ids), completion_tokens=generated, cost=cost,
-                          latency_s=time.perf_counter() - start)
+                          latency_s=time.perf_counter() - start, queue_s=request.queue_s,
+                          compute_s=request.compute_s, reused_tokens=request.reused)
 
     def score(self, messages: list[dict], candidates: list[str]) -> list[float]:
         """Sum log-likelihood of each candidate as the complete assistant reply (its tokens plus the
@@ -464,7 +668,15 @@ class HFBackbone:
         conts = [list(engine.tokenizer(str(c), add_special_tokens=False)["input_ids"]) + [engine.end_id]
                  for c in candidates]
         prompt = self._truncate(prompt, max(len(c) for c in conts))
-        return engine.score(prompt, conts)
+        info: dict = {}
+        scores = engine.score(prompt, conts, info)
+        self._local.score_timing = info
+        return scores
+
+    def last_score_timing(self) -> dict:
+        """``queue_s``, ``compute_s`` and ``reused`` (prompt tokens from the prefix cache) of this thread's last
+        ``score`` call (LLMHandle records them)."""
+        return dict(getattr(self._local, "score_timing", {}))
 
 
 def _clean(messages: list[dict]) -> list[dict]:

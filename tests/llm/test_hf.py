@@ -181,3 +181,120 @@ def test_hf_dir_backbone_on_the_converted_checkpoint(smol):
     assert local.id == f"hf:{converted.resolve()}" and local.price is None
     reply = local.chat(QUESTION)
     assert reply.text == smol.chat(QUESTION).text and reply.cost == 0.0
+
+
+# ---- prefix (KV) reuse ----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_prefix_reuse_equals_no_reuse_on_a_multi_call_conversation(smol):
+    engine = smol.engine
+    system = {"role": "system", "content": "You are an agent in a text game. Reply with Thought: and Action: lines."}
+
+    def conversation():
+        history, replies = "You are in a kitchen. There is a fridge. Exits: east.", []
+        for i in range(3):
+            reply = smol.chat([system, {"role": "user", "content": history + "\nWhat next?"}], max_new_tokens=12)
+            replies.append(reply)
+            history += f"\nAction: {reply.text.strip()[:20]}\nObservation: You are in room {i}. Exits: north."
+        return replies
+    saved = engine.prefix
+    try:
+        engine.prefix = None
+        off = conversation()
+        engine.prefix = hf._PrefixCache(64 << 20)
+        on = conversation()
+    finally:
+        engine.prefix = saved
+    assert [c.text for c in on] == [c.text for c in off]
+    assert [c.completion_tokens for c in on] == [c.completion_tokens for c in off]
+    assert all(c.reused_tokens == 0 for c in off) and on[0].reused_tokens == 0
+    assert all(c.reused_tokens > c.prompt_tokens / 2 for c in on[1:]), [(c.reused_tokens, c.prompt_tokens) for c in on]
+
+
+def test_prefix_cache_finds_the_longest_common_prefix_and_evicts_by_lru():
+    import torch
+
+    def kv(n):  # one layer of [1, kv_heads=1, n tokens, head_dim=2] float32: 16 bytes per token and tensor pair
+        return [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]
+    cache = hf._PrefixCache(max_bytes=16 * 10)
+    cache.store([1, 2, 3, 4], kv(4))
+    cache.store([1, 2, 9], kv(3))
+    assert cache.lookup([1, 2, 3, 4, 5], limit=5)[0] == 4
+    assert cache.lookup([1, 2, 9, 9], limit=5)[0] == 3
+    assert cache.lookup([1, 2, 3, 4, 5], limit=3)[0] == 3          # never more than `limit` tokens
+    assert cache.lookup([7, 7], limit=2) == (0, None)
+    n, key = cache.lookup([1, 2, 3, 4, 5], limit=5)
+    assert [k.shape[2] for k, _ in cache.layers(key, n)] == [4]
+    cache.store([1, 2, 3, 4, 5], kv(5), source=key, reused=n)        # continues the entry: replaces it
+    assert len(cache.entries) == 2 and cache.bytes == 16 * 8
+    cache.store([5, 6, 7], kv(3))                                    # over the cap: the least recently used goes
+    assert cache.lookup([1, 2, 9], limit=3)[0] == 2 and cache.bytes <= 16 * 10
+    cache.store(list(range(20)), kv(20))                             # larger than the cap: not stored at all
+    assert cache.lookup(list(range(20)), limit=20)[0] < 20
+
+
+def _tiny_engine(prefix_mb):
+    """The hf engine's generation code on a tiny randomly initialised Llama (a test double for the model:
+    cheap, no tokenizer; ``initializer_range`` is large so greedy choices are not near-ties)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.5)
+    engine = object.__new__(hf._Engine)
+    engine.model, engine.device, engine.pad_id, engine.eos_ids = LlamaForCausalLM(config).eval(), "cpu", 0, [1]
+    engine.lock, engine.batches, engine._cache_arg = threading.Lock(), [], hf._cache_arg(engine.model)
+    engine.prefix = hf._PrefixCache(prefix_mb << 20) if prefix_mb else None
+    engine.reusable = hf._full_attention_only(engine.model)
+    assert engine.reusable
+    return engine
+
+
+def test_prefix_reuse_prefills_only_the_suffix_and_keeps_greedy_outputs():
+    import random
+    rng = random.Random(0)
+    greedy = {"max_new_tokens": 6, "temperature": 0.0, "top_p": None, "seed": None, "stop": ()}
+
+    def words(n):
+        return [rng.randrange(2, 96) for _ in range(n)]
+    system, a, b = words(20), words(15), words(9)
+    turns = [[system + a, system + b]]               # two episodes sharing a system prompt, batched together
+    for _ in range(3):                               # each episode's next prompt appends to its previous one
+        turns.append([turns[-1][0] + words(7), turns[-1][1] + words(12)])
+    turns[1].append(system + words(11))               # a new episode joins: it reuses the shared system prompt
+    turns.append([turns[-1][0][:25] + words(5)])      # a prompt that diverges early reuses only its common part
+    on, off = _tiny_engine(64), _tiny_engine(0)
+    for i, prompts in enumerate(turns):
+        info_on, info_off = {}, {}
+        assert on.generate(prompts, greedy, info_on) == off.generate(prompts, greedy, info_off)
+        assert info_off["reused"] == [0] * len(prompts)
+        if i == 0:
+            assert info_on["reused"] == [0, 0]       # rows of one batch are stored only after it
+        elif i < 4:
+            assert info_on["reused"] == [len(p) for p in turns[i - 1][:2]] + ([20] if i == 1 else [])
+        else:
+            assert info_on["reused"] == [25]
+        assert info_on["compute_s"] > 0 and info_on["started"] > 0
+
+
+def test_output_changing_options_are_checked():
+    with pytest.raises(ConfigError, match="quantize 'int4' unknown"):
+        get_backbone("embedded", quantize="int4")
+    with pytest.raises(ConfigError, match="cpu only"):
+        get_backbone("embedded", quantize="int8", device="cuda")
+
+
+@pytest.mark.slow
+def test_int8_and_bf16_are_recorded_in_the_backbone_id():
+    fast = get_backbone("embedded", quantize="int8", max_new_tokens=8)
+    assert fast.id == "embedded:smollm2-135m-instruct+int8" and fast.price is not None
+    assert fast.chat(QUESTION).completion_tokens > 0
+    assert get_backbone("embedded", dtype="bfloat16").id == "embedded:smollm2-135m-instruct+bfloat16"
+
+
+def test_models_with_sliding_window_layers_run_without_prefix_reuse():
+    from transformers import MistralConfig, MistralForCausalLM
+    config = MistralConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           num_key_value_heads=1, sliding_window=8)
+    assert not hf._full_attention_only(MistralForCausalLM(config))
+    assert hf._full_attention_only(_tiny_engine(0).model)

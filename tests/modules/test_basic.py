@@ -35,3 +35,24 @@ def test_an_echoed_list_is_resolved_by_likelihood_not_its_last_line():
                       observation=Observation("a room", candidates=OPTIONS))
     decision = ReActAction().act(context, ctx)
     assert decision.args == {"command": "go forward"}
+
+
+def test_history_is_cut_in_whole_chunks_so_its_start_stays_put():
+    import itertools
+
+    from jitlab.modules.basic import history_text
+    from jitlab.protocol import Event
+    events, starts, shown, texts = [], [], [], []
+    for i in range(40):
+        events += [Event("action", f"go {i}", i), Event("observation", f"You are in room {i}. " * 3, i)]
+        text = history_text(events, 600)
+        assert len(text) <= 600 + len("...\n") and text.endswith(events[-1].content.strip())
+        starts.append(text[:40])
+        shown.append(len(text))
+        texts.append(text)
+    changes = sum(a != b for a, b in itertools.pairwise(starts))
+    assert 0 < changes <= 10                  # a tail cut would change the start at nearly every step
+    assert min(shown[10:]) >= 600 // 2 - 80   # at least about half of max_chars stays visible
+    # between two cuts the text only grows at its end: a prefix cache reuses all of the previous view
+    grown = [b.startswith(a) for a, b, sa, sb in zip(texts, texts[1:], starts, starts[1:]) if sa == sb]
+    assert all(grown) and len(grown) >= 25
