@@ -1,0 +1,124 @@
+"""The Ray executor (jitlab/cluster.py) on a real local Ray started by this module (``ray.init(num_cpus=2)``, one
+cluster for all its tests): a grid and a static JIT run give the same records as the local executor, and a grid
+whose worker is SIGKILLed mid-cell fails that cell only and resumes with no episode lost or duplicated.
+Backbones are scripted test doubles; the toy suite."""
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from jitlab.errors import ConfigError, InfraError
+from jitlab.store import load
+from jitlab.viz import experiments as X
+
+ray = pytest.importorskip("ray")
+
+HARNESSES = ["react", "plan_and_execute"]
+BACKBONES = ["scripted:pick-first", "scripted:pick-hash"]
+# what must agree between executors: everything an episode computed (not ids, times or the worker it ran in)
+EPISODE_COLS = ["harness", "harness_sha", "task_id", "seed", "status", "success", "reward", "steps", "prompt_tokens",
+                "completion_tokens", "cost", "tool_calls", "llm_calls", "cached_calls"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, log_to_driver=False, include_dashboard=False)
+    yield ray
+    ray.shutdown()
+
+
+def _final_rows(run_dirs) -> list:
+    rows = []
+    for d in sorted(map(str, run_dirs)):
+        eps = load(d)["episodes"]
+        eps = eps[eps["final"]]
+        rows += [(os.path.basename(d), *r) for r in eps[EPISODE_COLS].sort_values(["task_id"]).itertuples(index=False)]
+    return rows
+
+
+def test_unknown_executor_and_ray_streaming_are_config_errors(tmp_path):
+    from jitlab.jit.inference import JITConfig
+    with pytest.raises(ConfigError, match="executor must be one of local, ray"):
+        X.run_grid("toy", ["react"], ["scripted:pick-first"], out_root=tmp_path, executor="dask")
+    with pytest.raises(ConfigError, match="streaming .* runs locally"):
+        JITConfig(suite="toy", mode="streaming", executor="ray").check()
+
+
+def test_ray_grid_records_the_same_episodes_as_local(cluster, tmp_path):
+    local = X.run_grid("toy", HARNESSES, BACKBONES, limit=2, out_root=tmp_path / "local", cache=False)
+    remote = X.run_grid("toy", HARNESSES, BACKBONES, limit=2, out_root=tmp_path / "ray", cache=False, executor="ray")
+    assert len(remote) == 4 and list(remote["harness"]) == list(local["harness"])
+    cols = ["suite", "harness", "backbone", "n_episodes", "success_rate", "tokens_per_task", "tool_calls_per_task"]
+    assert remote[cols].equals(local[cols])
+    rows = _final_rows(remote["run_dir"])
+    assert len(rows) == 8 and rows == _final_rows(local["run_dir"])
+
+
+def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_nothing(cluster, tmp_path):
+    # a slow double (0.1 s per call, no replay cache) so the cell is mid-episode when its worker is killed
+    opts = dict(limit=2, cache=False, backbone_options={"delay_s": 0.05})
+    local = X.run_grid("toy", HARNESSES, BACKBONES, out_root=tmp_path / "local", limit=2, cache=False)  # same replies
+    root = tmp_path / "ray"
+    failure, killed = [], []
+
+    def grid():
+        try:
+            X.run_grid("toy", HARNESSES, BACKBONES, out_root=root, executor="ray", workers=2, **opts)
+        except InfraError as exc:
+            failure.append(exc)
+    thread = threading.Thread(target=grid)
+    thread.start()
+    deadline = time.time() + 120
+    while not killed and time.time() < deadline and thread.is_alive():
+        for db in root.rglob("run.sqlite"):   # a cell with a finished episode and one in flight: kill its writer
+            eps = load(db.parent)["episodes"]
+            if (eps["status"] == "running").any() and eps["final"].any():
+                pid = int((db.parent / "run.lock").read_text().split()[0])
+                assert pid != os.getpid()
+                os.kill(pid, signal.SIGKILL)
+                killed.append(db.parent)
+                break
+        time.sleep(0.05)
+    thread.join(180)
+    assert killed and failure, "no cell was killed mid-run"
+    assert "Ray worker died" in str(failure[0]) and "rerun" in str(failure[0])
+    eps = load(killed[0])["episodes"]
+    assert (eps["status"] == "running").sum() == 1 and eps["final"].sum() < 2    # the killed cell stopped half-way
+    others = [d for d in root.glob("toy/*") if d != killed[0]]
+    assert all(load(d)["episodes"]["final"].sum() == 2 for d in others)          # the other cells finished
+
+    again = X.run_grid("toy", HARNESSES, BACKBONES, out_root=root, executor="ray", workers=2, **opts)
+    assert set(again["n_episodes"]) == {2}
+    assert _final_rows(again["run_dir"]) == _final_rows(local["run_dir"])       # nothing lost, nothing twice
+    eps = load(killed[0])["episodes"]
+    assert (eps["status"] == "interrupted").sum() == 1 and eps.groupby("task_id")["final"].sum().eq(1).all()
+
+
+def test_static_jit_on_ray_records_the_same_as_local_and_the_driver_alone_writes(cluster, tmp_path):
+    from jitlab.jit.bank import Bank
+    from jitlab.jit.inference import JITConfig, run_jit
+    from jitlab.sandbox import probe
+    base = dict(suite="toy", mode="static", backbone="scripted:pick-hash", limit=3, n_candidates=2, retrieval="bm25",
+                cache=False, smoke_steps=2, quiet=True, allow_unisolated=not probe()[0])
+    local = run_jit(JITConfig(**base, out=str(tmp_path / "local")))
+    remote = run_jit(JITConfig(**base, out=str(tmp_path / "ray"), executor="ray", concurrency=2))
+    a, b = load(local), load(remote)
+    cols = EPISODE_COLS[1:]
+    key = lambda eps: eps[eps["final"]][cols].sort_values("task_id").reset_index(drop=True)
+    assert len(key(b["episodes"])) == 3 and key(b["episodes"]).equals(key(a["episodes"]))
+    assert len(b["calls"]) == len(a["calls"]) and len(b["steps"]) == len(a["steps"])
+    assert sorted(b["calls"]["phase"]) == sorted(a["calls"]["phase"])
+    extras = lambda f: sorted((json.loads(x)["valid_candidates"], json.loads(x)["harness_dir"])
+                              for x in f["episodes"]["extra"])
+    assert extras(b) == extras(a)
+    for _, harness_dir in extras(b):   # every harness that ran is in the run directory the driver wrote
+        assert (remote / harness_dir / "action.py").is_file()
+    assert len(Bank(remote / "bank.sqlite")) == 13                  # static: B0, never written
+    assert json.loads((remote / "summary.json").read_text())["n_episodes"] == 3
+    again = run_jit(JITConfig(**base, out=str(tmp_path / "ray"), executor="ray"))   # resumes: nothing to do
+    assert len(load(again)["episodes"]) == len(b["episodes"])
