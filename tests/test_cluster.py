@@ -1,7 +1,8 @@
 """The Ray executor (jitlab/cluster.py) on a real local Ray started by this module (``ray.init(num_cpus=2)``, one
 cluster for all its tests): a grid and a static JIT run give the same records as the local executor, and a grid
 whose worker is SIGKILLed mid-cell fails that cell only and resumes with no episode lost or duplicated.
-Backbones are scripted test doubles; the toy suite."""
+Backbones are scripted test doubles; the toy suite. The kill and static JIT tests are slow (``make test-slow``):
+``pytest -m slow tests/test_cluster.py`` runs them."""
 import json
 import os
 import signal
@@ -59,6 +60,7 @@ def test_ray_grid_records_the_same_episodes_as_local(cluster, tmp_path):
     assert len(rows) == 8 and rows == _final_rows(local["run_dir"])
 
 
+@pytest.mark.slow   # ~40 s on a busy 2-core machine: a reference grid, the killed grid, a new worker, the rerun
 def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_nothing(cluster, tmp_path):
     # a slow double (0.1 s per call, no replay cache) so the cell is mid-episode when its worker is killed
     opts = dict(limit=2, cache=False, backbone_options={"delay_s": 0.05})
@@ -99,6 +101,7 @@ def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_no
     assert (eps["status"] == "interrupted").sum() == 1 and eps.groupby("task_id")["final"].sum().eq(1).all()
 
 
+@pytest.mark.slow   # ~30 s: every candidate is validated in the sandbox, twice (local, then Ray)
 def test_static_jit_on_ray_records_the_same_as_local_and_the_driver_alone_writes(cluster, tmp_path):
     from jitlab.jit.bank import Bank
     from jitlab.jit.inference import JITConfig, run_jit
