@@ -31,7 +31,14 @@ evaluations by (sha, task, seed, run dir), so a SIGKILL at any point leaves no d
 state a task sees (bank, references) depends only on the tasks before it, so a rerun task regenerates
 the same candidates (and the replay cache makes that free).
 
-Caveats: tasks run one at a time (streaming is sequential by definition). Every harness, seeds
+Ray (static mode): ``--executor ray`` solves each unfinished task in a Ray task (jitlab/cluster.py; the Ray this
+process is connected to, else ``$RAY_ADDRESS``, else a local one), ``--concurrency`` at once (default all),
+against the worker's own copy of B0 in a scratch folder. The worker returns the task's episodes (calls,
+steps, result), harness folders and repair records; this process alone writes run.sqlite, harnesses/,
+repairs.jsonl and the bank, as each task comes back. A worker that dies fails its task only; a rerun solves
+it again. The spend caps are checked against the spend recorded when each task was sent.
+
+Caveats: tasks run one at a time (streaming is sequential by definition) unless ``--concurrency`` > 1 or Ray. Every harness, seeds
 included, runs in the sandbox here.
 """
 from __future__ import annotations
