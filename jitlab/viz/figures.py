@@ -54,17 +54,19 @@ _INDEX = "figures.json"
 # -- data ---------------------------------------------------------------------------------------
 def expand_runs(paths) -> list[Path]:
     """Run directories named by ``paths``: a run directory itself, or a folder with runs anywhere beneath
-    it (``runs/`` holding ``<suite>/<harness>-<backbone>/`` and ``<suite>/jit-.../<mode>/``)."""
-    from jitlab.store import DB_NAME
+    it (``runs/`` holding ``<suite>/<harness>-<backbone>/`` and ``<suite>/jit-.../<mode>/``). A compact export
+    of a run (``jitlab export``: ``results/<name>/<run>/`` with run.json) counts as a run directory."""
+    from jitlab.store import DB_NAME, EXPORT_MARKER
     found: list[Path] = []
     for p in [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]:
-        if (p / DB_NAME).exists():
+        if (p / DB_NAME).exists() or (p / EXPORT_MARKER).is_file():
             found.append(p)
-        elif p.is_dir() and (subs := sorted(db.parent for db in p.rglob(DB_NAME))):
+        elif p.is_dir() and (subs := sorted({f.parent for name in (DB_NAME, EXPORT_MARKER) for f in p.rglob(name)
+                                             if name == DB_NAME or not (f.parent / DB_NAME).exists()})):
             found.extend(subs)
         else:
-            raise ConfigError(f"{p} is neither a run directory (no {DB_NAME}) nor a folder of run directories; "
-                              "pass the --out folder of a `jitlab run`, or the folder holding several")
+            raise ConfigError(f"{p} is neither a run directory (no {DB_NAME}) nor a folder of run directories or of "
+                              "exports (run.json); pass the --out folder of a `jitlab run`, or the folder holding several")
     return found
 
 
