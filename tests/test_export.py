@@ -43,7 +43,7 @@ def test_export_loads_back_the_same_episodes_and_summary(runs, exported):
         pd.testing.assert_frame_equal(a["episodes"], b["episodes"])
         pd.testing.assert_frame_equal(a["config"], b["config"])
         assert a["meta"] == b["meta"]
-        summary = lambda root: json.loads((root / name / "summary.json").read_text())
+        summary = lambda root, name=name: json.loads((root / name / "summary.json").read_text())
         assert summary(runs) == summary(exported)
         # per-call aggregates: every call and token counted, no prompt or reply text kept
         calls = b["calls"]
