@@ -5,9 +5,10 @@
     F.save(F.fig_stream(df), "figures/fig6_stream_textworld")  # .png .pdf (matplotlib) + .html (bokeh)
 
 or regenerate everything a set of runs supports (and figures/README.md, listing each figure with
-the command that made it):
+the command that made it), from run directories or their compact exports (``jitlab export``, results/):
 
     jitlab figures --runs runs/ --out figures/
+    jitlab figures --runs results/tw-jit/ --out figures/
 
 Figures: ``fig_stream`` (paper Figure 6: cumulative accuracy over the task stream, static dashed and
 streaming solid; per-task cost and tool calls with local-variation bands = rolling mean ± rolling
@@ -473,7 +474,12 @@ def write_readme(out: str | Path, index: dict | None = None) -> Path:
              f"`{_INDEX}` whenever a figure is (re)made (`jitlab figures`, or a notebook through "
              "`jitlab.viz.figures.register`). Each entry gives the exact command that made it. Static PNG/PDF "
              "use matplotlib; the HTML files are interactive bokeh (BokehJS from its CDN unless made with "
-             "`--inline-js`).", ""]
+             "`--inline-js`).", "",
+             "Records: the runs behind a published figure are committed as compact exports in `results/<name>/` "
+             "(`jitlab export RUN_DIR... --out results/<name>/`; layout in docs/records.md, \"Exports\"). "
+             "`jitlab figures --runs results/<name>/ --out figures/` redraws a figure from its export exactly as "
+             "from the run directories; a command below that names `runs/...` used run directories that are not in git.",
+             ""]
     if not index:
         lines += ["No figures yet. Make runs, then: `jitlab figures --runs runs/ --out figures/`.", ""]
     for stem in sorted(index):
