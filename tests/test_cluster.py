@@ -1,7 +1,7 @@
 """The Ray executor (jitlab/cluster.py) on a real local Ray started by this module (``ray.init(num_cpus=2)``, one
 cluster for all its tests): a grid and a static JIT run give the same records as the local executor, and a grid
 whose worker is SIGKILLed mid-cell fails that cell only and resumes with no episode lost or duplicated.
-Backbones are scripted test doubles; the toy suite. The kill and static JIT tests are slow (``make test-slow``):
+Backbones are scripted test doubles; the toy suite. The kill, static JIT and batch tests are slow (``make test-slow``):
 ``pytest -m slow tests/test_cluster.py`` runs them."""
 import json
 import os
@@ -125,3 +125,25 @@ def test_static_jit_on_ray_records_the_same_as_local_and_the_driver_alone_writes
     assert json.loads((remote / "summary.json").read_text())["n_episodes"] == 3
     again = run_jit(JITConfig(**base, out=str(tmp_path / "ray"), executor="ray"))   # resumes: nothing to do
     assert len(load(again)["episodes"]) == len(b["episodes"])
+
+
+@pytest.mark.slow   # ~20 s: two Jupyter kernels started on Ray workers, twice
+def test_batch_on_ray_isolates_a_failing_run_and_reruns_skip_ok_ones(cluster, tmp_path):
+    pytest.importorskip("papermill")
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "viz"))
+    from test_batch import _notebook
+
+    from jitlab.viz.batch import BatchConfig, run_batch
+    nb = _notebook(tmp_path / "tiny.ipynb")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("x: [1]\nfail: [false]\nruns:\n  - {x: 3, fail: true}\n")
+    out = tmp_path / "batch"
+    cfg = BatchConfig(notebook=str(nb), grid=str(grid), out=str(out), parallel=2, cwd="run", executor="ray")
+    manifest = run_batch(cfg, echo=lambda *_: None)
+    assert manifest["summary"] == {"total": 2, "ok": 1, "failed": 1, "skipped": 0}
+    by_x = {r["params"]["x"]: r for r in json.loads((out / "manifest.json").read_text())["runs"]}
+    assert "ValueError: broken parameter set x=3" in by_x[3]["error"]
+    assert (out / by_x[1]["id"] / "out_1.txt").read_text() == "2"     # ran in its own OUT/<id>/ on a Ray worker
+    again = run_batch(cfg, echo=lambda *_: None)
+    assert again["summary"] == {"total": 2, "ok": 1, "failed": 1, "skipped": 1}
