@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 
 from jitlab.errors import ConfigError, InfraError, JitlabError
 
@@ -63,6 +64,51 @@ def _worker_env() -> dict:
     return {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("JITLAB_")}
 
 
+@dataclass
+class _Failure:
+    """A unit's exception, sent back as a value: Ray cannot return every exception (one whose ``__init__`` takes
+    other arguments than its message does not unpickle), and the caller should see the error it would see locally."""
+    module: str
+    name: str
+    message: str
+    pickled: bytes | None
+    traceback: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> _Failure:
+        import pickle
+        import traceback
+        try:
+            data = pickle.dumps(exc)
+            pickle.loads(data)
+        except Exception:  # any pickling failure: fall back to the class and message
+            data = None
+        return cls(type(exc).__module__, type(exc).__qualname__, str(exc), data, traceback.format_exc())
+
+    def error(self) -> BaseException:
+        import importlib
+        import pickle
+        if self.pickled is not None:
+            return pickle.loads(self.pickled)
+        try:
+            kind = getattr(importlib.import_module(self.module), self.name)
+        except (ImportError, AttributeError):
+            kind = None
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            exc = kind.__new__(kind)
+            Exception.__init__(exc, self.message)   # same class and message, without its own __init__'s arguments
+            return exc
+        return InfraError(f"{self.module}.{self.name}: {self.message}")
+
+
+def _run_unit(fn, *args):
+    """In the worker: ``fn(*args)``, or the exception it raised as a _Failure (a unit's failure is its result)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # every error of the unit goes back to the caller, which decides what it means
+        return _Failure.of(exc)
+
+
 def _unwrap(exc: BaseException, label: str) -> BaseException:
     """The error a unit raised, as the caller would see it locally: a task's own exception (Ray wraps it),
     or an InfraError for a worker that died."""
@@ -86,7 +132,7 @@ def ray_map(fn, args_list: list[tuple], workers: int | None = None, labels: list
     run (``jitlab batch`` stops starting notebooks at its spend cap). ``fn`` must be a module-level function."""
     ray = ray_init()
     env = _worker_env()
-    remote = ray.remote(num_cpus=1, max_retries=0)(fn).options(runtime_env={"env_vars": env} if env else None)
+    remote = ray.remote(num_cpus=1, max_retries=0)(_run_unit).options(runtime_env={"env_vars": env} if env else None)
     labels = labels or [f"unit {i}" for i in range(len(args_list))]
     results: list = [None] * len(args_list)
     pending, waiting = {}, list(range(len(args_list)))
@@ -98,7 +144,7 @@ def ray_map(fn, args_list: list[tuple], workers: int | None = None, labels: list
             if instead is not None:
                 results[i] = instead
                 continue
-            pending[remote.remote(*args_list[i])] = i
+            pending[remote.remote(fn, *args_list[i])] = i
         if not pending:
             break
         done, _ = ray.wait(list(pending), num_returns=1)
@@ -109,6 +155,11 @@ def ray_map(fn, args_list: list[tuple], workers: int | None = None, labels: list
             except ray.exceptions.RayError as exc:
                 results[i] = _unwrap(exc, labels[i])
                 log.error("%s failed: %s", labels[i], results[i])
+                continue
+            if isinstance(results[i], _Failure):
+                log.debug("%s: the worker's traceback:\n%s", labels[i], results[i].traceback)
+                results[i] = results[i].error()
+                log.error("%s failed: %r", labels[i], results[i])
                 continue
             if on_result is not None:
                 on_result(i, results[i])

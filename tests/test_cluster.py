@@ -147,3 +147,12 @@ def test_batch_on_ray_isolates_a_failing_run_and_reruns_skip_ok_ones(cluster, tm
     assert (out / by_x[1]["id"] / "out_1.txt").read_text() == "2"     # ran in its own OUT/<id>/ on a Ray worker
     again = run_batch(cfg, echo=lambda *_: None)
     assert again["summary"] == {"total": 2, "ok": 1, "failed": 1, "skipped": 1}
+
+
+def test_a_cell_that_cannot_start_raises_its_own_error_after_the_others_finish(cluster, tmp_path, caplog):
+    from jitlab.errors import UnknownName
+    with pytest.raises(UnknownName, match="no_such_harness"):
+        X.run_grid("toy", ["no_such_harness", "react"], ["scripted:pick-first"], limit=1, out_root=tmp_path,
+                   executor="ray")
+    assert "grid cell toy · no_such_harness · scripted:pick-first failed" in caplog.text
+    assert (tmp_path / "toy" / "react-scripted_pick-first" / "summary.json").exists()
