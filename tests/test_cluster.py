@@ -1,7 +1,7 @@
 """The Ray executor (jitlab/cluster.py) on a real local Ray started by this module (``ray.init(num_cpus=2)``, one
 cluster for all its tests): a grid and a static JIT run give the same records as the local executor, and a grid
 whose worker is SIGKILLed mid-cell fails that cell only and resumes with no episode lost or duplicated.
-Backbones are scripted test doubles; the toy suite. The kill, static JIT and batch tests are slow (``make test-slow``):
+Backbones are scripted test doubles; the toy suite. The static JIT and batch tests are slow (``make test-slow``):
 ``pytest -m slow tests/test_cluster.py`` runs them."""
 import json
 import os
@@ -33,6 +33,12 @@ def cluster():
     ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def local_grid(tmp_path_factory):
+    """The 2 x 2 grid on the local executor: the rows every Ray grid here must reproduce."""
+    return X.run_grid("toy", HARNESSES, BACKBONES, limit=2, out_root=tmp_path_factory.mktemp("local"), cache=False)
+
+
 def _final_rows(run_dirs) -> list:
     rows = []
     for d in sorted(map(str, run_dirs)):
@@ -50,8 +56,8 @@ def test_unknown_executor_and_ray_streaming_are_config_errors(tmp_path):
         JITConfig(suite="toy", mode="streaming", executor="ray").check()
 
 
-def test_ray_grid_records_the_same_episodes_as_local(cluster, tmp_path):
-    local = X.run_grid("toy", HARNESSES, BACKBONES, limit=2, out_root=tmp_path / "local", cache=False)
+def test_ray_grid_records_the_same_episodes_as_local(cluster, local_grid, tmp_path):
+    local = local_grid
     remote = X.run_grid("toy", HARNESSES, BACKBONES, limit=2, out_root=tmp_path / "ray", cache=False, executor="ray")
     assert len(remote) == 4 and list(remote["harness"]) == list(local["harness"])
     cols = ["suite", "harness", "backbone", "n_episodes", "success_rate", "tokens_per_task", "tool_calls_per_task"]
@@ -60,11 +66,9 @@ def test_ray_grid_records_the_same_episodes_as_local(cluster, tmp_path):
     assert len(rows) == 8 and rows == _final_rows(local["run_dir"])
 
 
-@pytest.mark.slow   # ~40 s on a busy 2-core machine: a reference grid, the killed grid, a new worker, the rerun
-def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_nothing(cluster, tmp_path):
+def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_nothing(cluster, local_grid, tmp_path):
     # a slow double (0.1 s per call, no replay cache) so the cell is mid-episode when its worker is killed
-    opts = dict(limit=2, cache=False, backbone_options={"delay_s": 0.05})
-    local = X.run_grid("toy", HARNESSES, BACKBONES, out_root=tmp_path / "local", limit=2, cache=False)  # same replies
+    opts = dict(limit=2, cache=False, backbone_options={"delay_s": 0.05})   # the delay changes no reply
     root = tmp_path / "ray"
     failure, killed = [], []
 
@@ -96,7 +100,7 @@ def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_no
 
     again = X.run_grid("toy", HARNESSES, BACKBONES, out_root=root, executor="ray", workers=2, **opts)
     assert set(again["n_episodes"]) == {2}
-    assert _final_rows(again["run_dir"]) == _final_rows(local["run_dir"])       # nothing lost, nothing twice
+    assert _final_rows(again["run_dir"]) == _final_rows(local_grid["run_dir"])  # nothing lost, nothing twice
     eps = load(killed[0])["episodes"]
     assert (eps["status"] == "interrupted").sum() == 1 and eps.groupby("task_id")["final"].sum().eq(1).all()
 
