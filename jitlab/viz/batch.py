@@ -246,13 +246,12 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
     return manifest
 
 
-def _launch(cfg: BatchConfig, notebook: Path, out: Path, run: dict) -> tuple:
-    """The arguments of :func:`_execute` for ``run`` (its kernel's working folder made, its status running)."""
+def _execute_args(cfg: BatchConfig, notebook: Path, out: Path, run: dict) -> tuple:
+    """The arguments of :func:`_execute` for ``run`` (its kernel's working folder made)."""
     cwd = str(notebook.resolve().parent)
     if cfg.cwd == "run":
         cwd = str((out / run["id"]).resolve())
         Path(cwd).mkdir(parents=True, exist_ok=True)
-    run["status"] = "running"
     return (str(notebook), run["output"], {**run["params"], **cfg.caps()}, cfg.kernel, cwd, cfg.timeout_s,
             {"JITLAB_SPEND_ROOT": str(out.resolve()), "JITLAB_OUT_ROOT": str((out / run["id"]).resolve())})
 
@@ -268,7 +267,8 @@ def _run_all_ray(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], 
                  manifest_path: Path, echo) -> None:
     """``todo`` as Ray tasks (jitlab/cluster.py), ``parallel`` at once; each starts only while the batch is under
     its spend caps. The kernel runs on the worker's node, so ``OUT`` must be on storage both sides see. A run
-    whose worker dies is marked failed (rerun the batch to run it again)."""
+    whose worker dies is marked failed; on SIGTERM / Ctrl-C the unfinished runs are marked failed (Ray stops the
+    tasks of a driver that exits). Rerun the batch to run them again."""
     from jitlab.cluster import ray_map
 
     def before_start(i):
@@ -283,21 +283,23 @@ def _run_all_ray(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], 
     def failed(exc) -> dict:
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "duration_s": 0.0}
 
-    args = [_launch(cfg, notebook, out, run) for run in todo]
-    for run in todo:
-        run["status"] = "pending"
-    _write_manifest(manifest_path, manifest)
+    args = [_execute_args(cfg, notebook, out, run) for run in todo]
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         results = ray_map(_execute, args, parallel, labels=[f"batch run {r['id']}" for r in todo],
                           on_result=lambda i, res: _finished(todo[i], res, manifest, manifest_path, echo),
                           before_start=before_start)
-    except KeyboardInterrupt:
+    except (_Stopped, KeyboardInterrupt):
         for run in todo:
             if run["status"] in ("running", "pending"):
-                run.update(status="failed", error="batch stopped (Ctrl-C) before this run finished; rerun the same "
-                                                  "command to run it again")
+                run.update(status="failed", error="batch stopped (SIGTERM or Ctrl-C) before this run finished; "
+                                                  "rerun the same command to run it again")
         _write_manifest(manifest_path, manifest)
         raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     for run, res in zip(todo, results):
         if isinstance(res, BaseException):
             _finished(run, failed(res), manifest, manifest_path, echo)
