@@ -38,8 +38,9 @@ steps, result), harness folders and repair records; this process alone writes ru
 repairs.jsonl and the bank, as each task comes back. A worker that dies fails its task only; a rerun solves
 it again. The spend caps are checked against the spend recorded when each task was sent.
 
-Caveats: tasks run one at a time (streaming is sequential by definition) unless ``--concurrency`` > 1 or Ray. Every harness, seeds
-included, runs in the sandbox here.
+Caveats: tasks run one at a time (streaming is sequential by definition) unless ``--concurrency`` > 1 or Ray.
+Every harness, seeds included, runs in the sandbox here. A Ray worker keeps its scratch folder (B0 copy) for
+the life of its process.
 """
 from __future__ import annotations
 
