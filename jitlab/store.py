@@ -33,7 +33,8 @@ from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 
-__all__ = ["DB_NAME", "FINAL", "LOCK_NAME", "RETRY", "RunStore", "WriterLock", "fingerprint", "load", "make_dir", "transaction",
+__all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY",
+           "RunStore", "WriterLock", "fingerprint", "load", "make_dir", "transaction",
            "recorded_spend", "set_aside", "storage_error", "summarize"]
 
 DB_NAME = "run.sqlite"
@@ -41,6 +42,9 @@ LOCK_NAME = "run.lock"
 FINAL = ("ok", "budget", "harness_error")
 RETRY = ("infra_error", "interrupted")
 SCHEMA_VERSION = 2  # 2: calls.queue_s, compute_s, reused_tokens
+EXPORT_MARKER = "run.json"         # a compact export of a run (jitlab/export.py) holds this instead of run.sqlite
+EXPORT_FORMAT = "jitlab-export/1"
+NULL = "\\N"                       # SQL NULL in an export's CSV files (an empty field is an empty string)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -381,9 +385,13 @@ def recorded_spend(run_dir: str | Path) -> tuple[float, int]:
 def load(run_dir: str | Path) -> dict:
     """Read a run directory into pandas DataFrames: episodes, steps, calls, config (one row).
 
-    ``episodes`` holds every attempt; ``episodes[episodes.final]`` is one row per finished episode."""
+    ``episodes`` holds every attempt; ``episodes[episodes.final]`` is one row per finished episode. A compact
+    export (``jitlab export``, jitlab/export.py) loads the same way: episodes as stored, ``calls`` its per-call
+    aggregates, ``steps`` its compact columns."""
     import pandas as pd
     path = Path(run_dir) / DB_NAME
+    if not path.is_file() and (Path(run_dir) / EXPORT_MARKER).is_file():
+        return _load_export(Path(run_dir))
     if not path.is_file():
         raise ConfigError(f"{run_dir} holds no {DB_NAME}; is it a jitlab run directory?")
     if path.stat().st_size == 0:
@@ -414,6 +422,38 @@ def load(run_dir: str | Path) -> dict:
         calls["prompt_tokens"] > 0)
     frames["config"] = pd.DataFrame([config])
     frames["meta"] = meta
+    return frames
+
+
+def _load_export(folder: Path) -> dict:
+    """:func:`load` of a compact export: its CSV files with the column types recorded in run.json."""
+    import pandas as pd
+    try:
+        info = json.loads((folder / EXPORT_MARKER).read_text())
+        if info.get("format") != EXPORT_FORMAT:
+            raise ConfigError(f"{folder / EXPORT_MARKER}: export format {info.get('format')!r}, this jitlab reads "
+                              f"{EXPORT_FORMAT}; re-export the run with this version")
+        frames = {}
+        # floats round-trip exactly: pandas >= 3 parses them so by default, older pandas when asked
+        exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+        for name, dtypes in info["dtypes"].items():
+            text = [c for c, t in dtypes.items() if t == "object"]
+            df = pd.read_csv(folder / f"{name}.csv", dtype={c: str for c in text}, keep_default_na=False,
+                             na_values=[NULL], **exact)
+            for c, t in dtypes.items():
+                if t == "object":   # SQL NULL comes back from SQLite as None, not NaN
+                    df[c] = df[c].astype(object).where(df[c].notna(), None)
+                elif str(df[c].dtype) != t:
+                    df[c] = df[c].astype(t)
+            frames[name] = df
+    except (OSError, KeyError, ValueError) as exc:
+        raise StorageError(f"{folder} is not a readable jitlab export ({type(exc).__name__}: {exc}); export the run "
+                           "again with `jitlab export`") from exc
+    episodes = frames["episodes"]
+    episodes["final"] = episodes["status"].isin(FINAL)
+    episodes["tokens"] = episodes["prompt_tokens"].fillna(0) + episodes["completion_tokens"].fillna(0)
+    frames["config"] = pd.DataFrame([info.get("config") or {}])
+    frames["meta"] = info.get("meta") or {}
     return frames
 
 

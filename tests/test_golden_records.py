@@ -24,8 +24,8 @@ COMMANDS = {
     "jit": ["jit", "--suite", "toy", "--mode", "streaming", "--generator", "compose", "--backbone", "scripted:pick-hash",
             "--limit", "2", "--retrieval", "bm25", "--quiet"],
 }
-SKIP = {"id", "episode_id", "harness_sha", "wall_s", "started", "finished", "t", "latency_s", "queue_s", "compute_s", "key", "cached",
-        "cached_calls", "isolation"}
+SKIP = {"id", "episode_id", "harness_sha", "wall_s", "started", "finished", "t", "latency_s", "queue_s", "compute_s",
+        "key", "cached", "cached_calls", "isolation"}
 _SHA = re.compile(r"[0-9a-f]{10,64}")
 _TIMING = re.compile(r'"(\w*(?:_s|wall|seconds|time|latency)\w*)": [0-9.e-]+')
 

@@ -1,7 +1,9 @@
-"""``jitlab run | show | suites | harnesses``: run a harness on a suite, read runs back, list suites and seeds.
+"""``jitlab run | show | export | suites | harnesses``: run a harness on a suite, read runs back, export them compactly
+(to commit under results/), list suites and seeds.
 
     jitlab run --suite textworld --harness react --backbone embedded --limit 5
     jitlab show runs/textworld-react-embedded
+    jitlab export runs/textworld-react-embedded --out results/tw-react/      # jitlab/export.py
     jitlab suites | jitlab harnesses
     jitlab harnesses show resum | jitlab harnesses export resum --out my_resum
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from jitlab.cli.options import add_config_arguments, config_from_args, unfinished
 
-__all__ = ["add_run_commands", "cmd_harnesses", "cmd_run", "cmd_show", "cmd_suites"]
+__all__ = ["add_run_commands", "cmd_export", "cmd_harnesses", "cmd_run", "cmd_show", "cmd_suites"]
 
 
 def cmd_run(args) -> int:
@@ -56,6 +58,19 @@ def cmd_show(args) -> int:
             "cost_per_task", "tool_calls_per_task", "wall_s_per_task")}})
     print()
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from jitlab.export import export_runs
+    written = export_runs(args.runs, args.out)
+    total = 0
+    for folder in written:
+        size = sum(f.stat().st_size for f in folder.iterdir())
+        total += size
+        print(f"  {folder}  {size / 1e3:.0f} kB")
+    print(f"jitlab export: {len(written)} run(s) in {args.out} ({total / 1e6:.2f} MB); "
+          f"`jitlab figures --runs {args.out}` draws from them")
     return 0
 
 
@@ -123,6 +138,11 @@ def add_run_commands(sub) -> None:
     p = sub.add_parser("show", help="summary table of one or more run directories")
     p.add_argument("run_dirs", nargs="+")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("export", help="compact export of run directories (summary, episodes, per-call aggregates) to commit")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories or folders of them")
+    p.add_argument("--out", required=True, help="export folder, e.g. results/<name>/ (each run in a subfolder)")
+    p.set_defaults(func=cmd_export)
 
     sub.add_parser("suites", help="list suites, families and split sizes").set_defaults(func=cmd_suites)
     p = sub.add_parser("harnesses", help="list seed harnesses with their M/P/F/A; show/export resolved source")

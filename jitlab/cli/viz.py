@@ -52,7 +52,8 @@ def cmd_batch(args) -> int:
 def add_viz_commands(subparsers) -> None:
     """Register ``figures``, ``dash`` and ``batch`` on ``subparsers`` (from ``add_subparsers``)."""
     p = subparsers.add_parser("figures", help="regenerate the papers' figures from run directories")
-    p.add_argument("--runs", nargs="+", required=True, metavar="DIR", help="run directories or folders of them")
+    p.add_argument("--runs", "--results", dest="runs", nargs="+", required=True, metavar="DIR",
+                   help="run directories, their exports (results/<name>/, `jitlab export`) or folders of either")
     p.add_argument("--out", default="figures", help="output folder (README.md there lists every figure)")
     p.add_argument("--window", type=int, default=5, help="tasks in the rolling mean/std window (Figure 6)")
     p.add_argument("--baseline", default="react", help="fixed harness JIT is compared with (Figure 5)")

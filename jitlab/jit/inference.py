@@ -31,8 +31,16 @@ evaluations by (sha, task, seed, run dir), so a SIGKILL at any point leaves no d
 state a task sees (bank, references) depends only on the tasks before it, so a rerun task regenerates
 the same candidates (and the replay cache makes that free).
 
-Caveats: tasks run one at a time (streaming is sequential by definition). Every harness, seeds
-included, runs in the sandbox here.
+Ray (static mode): ``--executor ray`` solves each unfinished task in a Ray task (jitlab/cluster.py; the Ray this
+process is connected to, else ``$RAY_ADDRESS``, else a local one), ``--concurrency`` at once (default all),
+against the worker's own copy of B0 in a scratch folder. The worker returns the task's episodes (calls,
+steps, result), harness folders and repair records; this process alone writes run.sqlite, harnesses/,
+repairs.jsonl and the bank, as each task comes back. A worker that dies fails its task only; a rerun solves
+it again. The spend caps are checked against the spend recorded when each task was sent.
+
+Caveats: tasks run one at a time (streaming is sequential by definition) unless ``--concurrency`` > 1 or Ray.
+Every harness, seeds included, runs in the sandbox here. A Ray worker keeps its scratch folder (B0 copy) for
+the life of its process.
 """
 from __future__ import annotations
 
@@ -65,7 +73,7 @@ __all__ = ["MODES", "PHASES", "JITConfig", "cost_estimate", "run_jit", "summariz
 MODES = ("static", "streaming")
 PHASES = ("generate", "select", "repair", "execute")
 # how fast a run goes or when it stops, not what it computes (a run stopped by its spend cap resumes with more)
-_NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency", "max_cost", "max_tokens_total")
+_NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency", "max_cost", "max_tokens_total", "executor")
 
 
 @dataclass
@@ -117,6 +125,10 @@ class JITConfig:
                                               "min": 0})
     concurrency: int = field(default=1, metadata={"help": "static mode: tasks solved at once (a stream is solved "
                                                           "in order, so streaming needs 1)", "min": 1})
+    executor: str = field(default="local", metadata={"help": "static mode: 'local' (threads of this process) or 'ray' "
+                                                            "(one Ray task per task, --concurrency at once; this process "
+                                                            "alone writes the records; RAY_ADDRESS picks the cluster)",
+                                                    "choices": ("local", "ray")})
     new_run: bool = field(default=False, metadata={"help": "start over even if the config changed (old records kept)"})
     quiet: bool = field(default=False, metadata={"help": "print nothing per task"})
     max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend, all "
@@ -155,6 +167,11 @@ class JITConfig:
         if self.concurrency < 1 or (self.mode == "streaming" and self.concurrency > 1):
             raise ConfigError(f"--concurrency {self.concurrency}: streaming solves its tasks in order (use 1); "
                               "static mode may solve several at once")
+        from jitlab.cluster import check_executor
+        check_executor(self.executor)
+        if self.mode == "streaming" and self.executor != "local":
+            raise ConfigError(f"--executor {self.executor}: streaming solves its tasks in order against a bank each "
+                              "task updates, so it runs locally; use --mode static for Ray")
 
 
 def cost_estimate(cfg: JITConfig, tasks: int, smoke_max_tokens: int) -> str:
@@ -260,7 +277,8 @@ class _Chosen:
 
 
 class _JIT:
-    def __init__(self, cfg: JITConfig, spend: RunSpend | None = None):
+    def __init__(self, cfg: JITConfig, spend: RunSpend | None = None, store=None):
+        """``store``: a Ray worker's _RecordingStore instead of the run's RunStore (the driver writes the records)."""
         from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
         from jitlab.jit.bank import Bank, BankConfig
         from jitlab.jit.repair import RepairConfig, RepairLog
@@ -281,7 +299,7 @@ class _JIT:
         self.backbones["gen"] = exec_bb if gen_name == cfg.backbone else LazyBackbone(gen_name, cfg.backbone_options)
         judge = cfg.judge_backbone or cfg.backbone
         self.backbones["judge"] = exec_bb if judge == cfg.backbone else LazyBackbone(judge, cfg.backbone_options)
-        self.store = RunStore(self.out, config, new_run=cfg.new_run)
+        self.store = store or RunStore(self.out, config, new_run=cfg.new_run)
         try:  # a failure here must not keep the run's lock held in this process (a notebook would stay locked)
             if cfg.new_run:  # a new run starts from B0 with an empty repair log; the old ones stay beside it
                 from jitlab.store import set_aside
@@ -527,6 +545,50 @@ class _JIT:
         if not self.cfg.quiet:
             print(f"  [{stream_index:>3}] {task.id:<30} {status}: {error[:200]}", flush=True)
 
+    # -- Ray: workers solve, this process writes ------------------------------------------------------
+    def _run_on_ray(self) -> None:
+        """Static mode on Ray: one task per unfinished task (``concurrency`` at once, default all); each worker
+        solves it against its own copy of B0 and returns its records, which are written here as they arrive."""
+        from jitlab.cluster import ray_map
+        todo = [i for i, t in enumerate(self.tasks) if self._finished(t) is None]
+        fields, spent = asdict(self.cfg), self.store.spend()
+        results = ray_map(_solve_on_worker, [(fields, self.run_key, i, spent) for i in todo],
+                          self.cfg.concurrency if self.cfg.concurrency > 1 else None,
+                          labels=[f"JIT task {self.tasks[i].id}" for i in todo],
+                          on_result=lambda _, r: self._write_worker_result(r))
+        for r in results:  # the first failed task's error, once every other task is written
+            if isinstance(r, BaseException):
+                raise r
+
+    def _write_worker_result(self, r: dict) -> None:
+        """A worker's records of one task, in the order a local run writes them: harness folders, repair
+        transitions, then each episode (its row, calls, steps and result). A driver killed halfway leaves a
+        ``running`` row, which a rerun turns ``interrupted`` and solves again, like any run."""
+        from types import SimpleNamespace
+
+        from jitlab.jit.repair import write_harness
+        task = self.tasks[r["index"]]
+        for sha, files in r["harnesses"].items():
+            write_harness(files, self.out / "harnesses" / sha)
+        for record in r["repairs"]:
+            self.repair_log.append(record)
+        for ep in r["episodes"]:
+            _, attempt = self.store.status_of(ep["sha"], task.id, self.cfg.seed)
+            episode = self.store.start_episode(ep["harness"], ep["sha"], task, self.cfg.seed, attempt, ep["isolation"])
+            for call in ep["calls"]:
+                self.store.log_call(episode, call)
+            for step in ep["steps"]:
+                self.store.log_step(episode, step)
+            if ep["result"] is not None:
+                self.store.finish_episode(episode, ep["result"], SimpleNamespace(**ep["totals"]))
+                if not self.cfg.quiet:
+                    res = ep["result"]
+                    print(f"  [{r['index']:>3}] {task.id:<30} {res['status']:<13} success={int(res['success'])} "
+                          f"reward={res['reward']:.2f} harness={ep['harness'][:28]:<28} (ray worker {r['pid']})",
+                          flush=True)
+        if r["spend_stopped"]:
+            self.spend.stopped = self.spend.stopped or r["spend_stopped"]
+
     def run(self) -> Path:
         if not self.cfg.quiet:
             estimate = cost_estimate(self.cfg, sum(self._finished(t) is None for t in self.tasks),
@@ -534,7 +596,9 @@ class _JIT:
             if estimate:
                 print(f"  {estimate}", flush=True)
         try:
-            if self.cfg.concurrency > 1:   # static only: its tasks do not share a bank update
+            if self.cfg.executor == "ray":
+                self._run_on_ray()
+            elif self.cfg.concurrency > 1:   # static only: its tasks do not share a bank update
                 with ThreadPoolExecutor(self.cfg.concurrency) as pool:
                     list(pool.map(self.solve, self.tasks, range(len(self.tasks))))
             else:
@@ -550,6 +614,87 @@ class _JIT:
                                   "the rest not started or stopped (recorded as spend_cap). Nothing is lost: rerun "
                                   "with a higher --max-cost / --max-tokens-total to resume.")
         return self.out
+
+
+class _RecordingStore:
+    """What a Ray worker's _JIT writes instead of run.sqlite: the episodes of one task in memory (row, calls,
+    steps, result), returned to the driver, which writes them (jitlab.store.RunStore's interface, in memory)."""
+
+    def __init__(self):
+        self.episodes: list[dict] = []
+        self._lock = threading.Lock()
+
+    def status_of(self, harness_sha: str, task_id: str, seed: int) -> tuple[str | None, int]:
+        mine = [e for e in self.episodes if e["sha"] == harness_sha and e["task_id"] == task_id]
+        return ((mine[-1]["result"] or {}).get("status", "running"), len(mine)) if mine else (None, 0)
+
+    def start_episode(self, harness: str, harness_sha: str, task, seed: int, attempt: int, isolation: str) -> int:
+        with self._lock:
+            self.episodes.append({"harness": harness, "sha": harness_sha, "task_id": task.id, "isolation": isolation,
+                                  "calls": [], "steps": [], "result": None, "totals": None})
+            return len(self.episodes) - 1
+
+    def log_step(self, episode_id: int, record: dict) -> None:
+        self.episodes[episode_id]["steps"].append(dict(record))
+
+    def log_call(self, episode_id: int, call: dict) -> None:
+        self.episodes[episode_id]["calls"].append(dict(call))
+
+    def finish_episode(self, episode_id: int, result: dict, llm) -> None:
+        self.episodes[episode_id]["result"] = json.loads(json.dumps(result, default=str))
+        self.episodes[episode_id]["totals"] = {k: getattr(llm, k) for k in ("prompt_tokens", "completion_tokens",
+                                                                           "cost", "calls")}
+
+    def final_episode(self, task_id: str, seed: int) -> dict | None:
+        done = [(i, e) for i, e in enumerate(self.episodes) if e["task_id"] == task_id and e["result"]
+                and e["result"]["status"] in FINAL]
+        if not done:
+            return None
+        i, e = done[-1]
+        return {"id": i, "harness_sha": e["sha"], **{k: e["result"].get(k) for k in
+                                                     ("status", "success", "reward", "steps", "wall_s", "tool_calls")},
+                "extra": e["result"].get("extra", {})}
+
+    def update_extra(self, episode_id: int, patch: dict) -> None:
+        self.episodes[episode_id]["result"]["extra"].update(patch)
+
+    def spend(self) -> tuple[float, int]:
+        return 0.0, 0
+
+    def close(self) -> None:
+        pass
+
+
+_WORKERS: dict[str, tuple] = {}   # per Ray worker process: (its _JIT, scratch folder) per run, built once
+
+
+def _solve_on_worker(fields: dict, run_key: str, index: int, spent: tuple) -> dict:
+    """Solve task ``index`` of a static run in a Ray worker (jitlab/cluster.py) and return its records for the
+    driver: episodes, harness folders, repair transitions. Nothing is written in the run directory. The worker
+    keeps its _JIT (backbones, B0 bank copy in a scratch folder) for the run's next tasks."""
+    import shutil
+    import tempfile
+    key = json.dumps([fields, run_key], sort_keys=True, default=str)
+    if key not in _WORKERS:
+        scratch = Path(tempfile.mkdtemp(prefix="jitlab-jit-worker-"))
+        cfg = JITConfig(**{**fields, "out": str(scratch), "new_run": False, "quiet": True, "executor": "local",
+                           "concurrency": 1})
+        jit = _JIT(cfg, store=_RecordingStore())
+        jit.run_key = run_key   # bank evaluations and repair records name the real run directory
+        _WORKERS[key] = (jit, scratch)
+    jit, scratch = _WORKERS[key]
+    for name in ("harnesses", "candidates"):
+        shutil.rmtree(scratch / name, ignore_errors=True)
+    jit.repair_log.path.unlink(missing_ok=True)
+    jit.repair_log._ids = set()
+    jit.store = _RecordingStore()
+    jit.spend = RunSpend(jit.cfg.max_cost, jit.cfg.max_tokens_total, *spent)
+    jit.solve(jit.tasks[index], index)
+    harnesses = {d.name: {str(p.relative_to(d)): p.read_text() for p in sorted(d.rglob("*"))
+                     if p.is_file() and "__pycache__" not in p.parts}
+                 for d in sorted((scratch / "harnesses").glob("*")) if d.is_dir()}
+    return {"index": index, "episodes": jit.store.episodes, "harnesses": harnesses, "repairs": jit.repair_log.read(),
+            "spend_stopped": jit.spend.stopped, "pid": os.getpid()}
 
 
 def run_jit(cfg: JITConfig, spend: RunSpend | None = None) -> Path:

@@ -29,6 +29,10 @@ grids stop too. Caveat: notebooks running at once see each other's spend when th
 batch may overrun the cap by what its other parallel notebooks spend meanwhile. The caps are not part of
 a combination's id: rerunning with a higher cap resumes.
 
+Ray: ``--executor ray`` runs each combination as a Ray task (jitlab/cluster.py), ``--parallel`` at once: on the
+Ray this process connects to, ``$RAY_ADDRESS`` (e.g. ``ray://head:10001``) when set, else a local one. The
+kernels run on the workers' nodes, so ``OUT`` and the notebook must be on storage every node sees.
+
 Caveats: runs execute in separate processes (papermill starts one kernel each), default
 ``min(2, cpus)`` at once. The kernel's working directory is the notebook's folder (``--cwd
 notebook``, as in JupyterLab) or a fresh ``OUT/<id>/`` per run (``--cwd run``) for notebooks that
@@ -72,6 +76,9 @@ class BatchConfig:
                                                            "metavar": "USD"})
     max_tokens_total: int | None = field(default=None, metadata={"help": "cap on the backbone tokens of the whole "
                                                                          "batch (passed to each notebook)", "min": 0})
+    executor: str = field(default="local", metadata={"help": "'local' (worker processes here) or 'ray' (one Ray "
+                                                            "task per run, --parallel at once; RAY_ADDRESS picks the "
+                                                            "cluster)", "choices": ("local", "ray")})
 
     def __post_init__(self):
         check_fields(self)
@@ -200,6 +207,8 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
         raise ConfigError(f"notebook {notebook} does not exist")
     if cfg.cwd not in ("notebook", "run"):
         raise ConfigError(f"cwd must be 'notebook' or 'run', got {cfg.cwd!r}")
+    from jitlab.cluster import check_executor
+    check_executor(cfg.executor)
     combos = combos if combos is not None else load_grid(cfg.grid)
     check_parameters(notebook, combos, cfg.caps())   # before anything is written or run
     out = Path(cfg.out or f"batches/{notebook.stem}")
@@ -228,12 +237,75 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
     echo(f"jitlab batch: {notebook.name}: {len(combos)} combinations, {len(combos) - len(todo)} already ok, "
          f"{len(todo)} to run, {parallel} at a time -> {out}")
     if todo:
-        _run_all(cfg, notebook, out, todo, parallel, manifest, manifest_path, echo)
+        run_all = _run_all_ray if cfg.executor == "ray" else _run_all
+        run_all(cfg, notebook, out, todo, parallel, manifest, manifest_path, echo)
     ok = sum(r["status"] == "ok" for r in runs)
     manifest["summary"] = {"total": len(runs), "ok": ok, "failed": sum(r["status"] == "failed" for r in runs),
                            "skipped": sum(bool(r.get("skipped")) for r in runs)}
     _write_manifest(manifest_path, manifest)
     return manifest
+
+
+def _execute_args(cfg: BatchConfig, notebook: Path, out: Path, run: dict) -> tuple:
+    """The arguments of :func:`_execute` for ``run`` (its kernel's working folder made)."""
+    cwd = str(notebook.resolve().parent)
+    if cfg.cwd == "run":
+        cwd = str((out / run["id"]).resolve())
+        Path(cwd).mkdir(parents=True, exist_ok=True)
+    return (str(notebook), run["output"], {**run["params"], **cfg.caps()}, cfg.kernel, cwd, cfg.timeout_s,
+            {"JITLAB_SPEND_ROOT": str(out.resolve()), "JITLAB_OUT_ROOT": str((out / run["id"]).resolve())})
+
+
+def _finished(run: dict, result: dict, manifest: dict, manifest_path: Path, echo) -> None:
+    run.update(result)
+    _write_manifest(manifest_path, manifest)
+    echo(f"  {run['id']} {run['status']:<6} {run['duration_s']:.1f}s {json.dumps(run['params'], default=str)}"
+         + (f"\n    {run['error']}" if run["error"] else ""))
+
+
+def _run_all_ray(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], parallel: int, manifest: dict,
+                 manifest_path: Path, echo) -> None:
+    """``todo`` as Ray tasks (jitlab/cluster.py), ``parallel`` at once; each starts only while the batch is under
+    its spend caps. The kernel runs on the worker's node, so ``OUT`` must be on storage both sides see. A run
+    whose worker dies is marked failed; on SIGTERM / Ctrl-C the unfinished runs are marked failed (Ray stops the
+    tasks of a driver that exits). Rerun the batch to run them again."""
+    from jitlab.cluster import ray_map
+
+    def before_start(i):
+        reason = _spent(out, cfg)
+        if reason:
+            echo(f"  {todo[i]['id']} not started: {reason}")
+            return {"status": "failed", "error": f"not started: batch {reason}; rerun with a higher cap to resume"}
+        todo[i]["status"] = "running"
+        _write_manifest(manifest_path, manifest)
+        return None
+
+    def failed(exc) -> dict:
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "duration_s": 0.0}
+
+    args = [_execute_args(cfg, notebook, out, run) for run in todo]
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    try:
+        results = ray_map(_execute, args, parallel, labels=[f"batch run {r['id']}" for r in todo],
+                          on_result=lambda i, res: _finished(todo[i], res, manifest, manifest_path, echo),
+                          before_start=before_start)
+    except (_Stopped, KeyboardInterrupt):
+        for run in todo:
+            if run["status"] in ("running", "pending"):
+                run.update(status="failed", error="batch stopped (SIGTERM or Ctrl-C) before this run finished; "
+                                                  "rerun the same command to run it again")
+        _write_manifest(manifest_path, manifest)
+        raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+    for run, res in zip(todo, results):
+        if isinstance(res, BaseException):
+            _finished(run, failed(res), manifest, manifest_path, echo)
+        elif run["status"] in ("running", "pending"):   # not started at the cap
+            run.update(res)
+    _write_manifest(manifest_path, manifest)
 
 
 def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], parallel: int, manifest: dict,

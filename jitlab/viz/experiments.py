@@ -27,8 +27,13 @@ Spend: ``max_cost`` / ``max_tokens_total`` given to :func:`run_grid` or :func:`r
 ``--out``) or else under ``out_root``, all cells together; when it is reached no new episode starts and
 SpendCapReached is raised (rerun with a higher cap to resume).
 
-Caveats: grid runs execute one after another unless ``workers`` > 1. A cell that cannot start (unknown
-suite, harness or backbone) raises; with ``workers`` > 1 it is logged when it fails,
+Ray: ``run_grid(..., executor="ray")`` runs each cell as a Ray task (jitlab/cluster.py). It uses the Ray
+this process is connected to, so ``ray.init(address="ray://head:10001")`` first points a grid at an existing
+cluster (or set ``RAY_ADDRESS``); without either it starts a local Ray. A worker that dies fails its cell only;
+rerunning the grid resumes that cell like any interrupted run.
+
+Caveats: grid runs execute one after another unless ``workers`` > 1 or ``executor="ray"``. A cell that cannot
+start (unknown suite, harness or backbone) raises; with ``workers`` > 1 or Ray it is logged when it fails,
 the other cells finish, and then its error is raised. Anatomy of a harness that is not
 a seed imports its code in this process, so :func:`harness_anatomies` skips those unless
 ``trust_code=True``.
@@ -117,45 +122,63 @@ def run_slug(*parts) -> str:
 
 
 def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str | Path = "runs/grid",
-             split: str = "dev", quiet: bool = True, workers: int = 1, **run_options):
+             split: str = "dev", quiet: bool = True, workers: int = 1, executor: str = "local", **run_options):
     """Run every (suite, harness, backbone) combination on the first ``limit`` tasks of ``split``.
 
     Each writes ``out_root/<suite>/<harness>-<backbone>/`` (resumable). ``workers`` runs execute at
-    once (threads of this process: a local model is loaded once and batches all their calls). Extra
-    keyword arguments go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency,
-    backbone_options, ...), except ``max_cost`` / ``max_tokens_total``, which cap the whole grid (module
-    docstring). Returns one row per run: ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
+    once (threads of this process: a local model is loaded once and batches all their calls). With
+    ``executor="ray"`` each cell is a Ray task instead (jitlab.cluster: the running Ray connection, else
+    ``$RAY_ADDRESS``, else a local Ray), ``workers`` of them at once (default 1 is raised to all cells; Ray
+    queues them on its CPUs); the cell's worker is the one writer of its directory. Extra keyword arguments
+    go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency, backbone_options, ...), except
+    ``max_cost`` / ``max_tokens_total``, which cap the whole grid (module docstring; with Ray each cell checks
+    the cap against the spend recorded when it starts and its own). Returns one row per run:
+    ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
     import pandas as pd
 
+    from jitlab.cluster import check_executor
     from jitlab.fields import check_number
-    from jitlab.runner import RunConfig, run
     check_number("workers", workers, min=1)
+    check_executor(executor)
     suites, harnesses, backbones = (_as_list(x) for x in (suites, harnesses, backbones))
     root = output_path(out_root)
-    spend = grid_spend(root, run_options.pop("max_cost", None), run_options.pop("max_tokens_total", None))
+    caps = (run_options.pop("max_cost", None), run_options.pop("max_tokens_total", None))
+    spend = grid_spend(root, *caps)
     combos = [(s, h, b) for s in suites for b in backbones for h in harnesses]
-
-    def one(combo) -> dict:
-        suite, harness, backbone = combo
-        out = root / suite / run_slug(Path(str(harness)).name, backbone)
-        if not quiet:
-            print(f"{suite} · {harness} · {backbone} -> {out}", flush=True)
-        run_dir = run(RunConfig(suite=suite, harness=str(harness), backbone=backbone, limit=limit,
-                                split=split, out=str(out), quiet=quiet, **run_options), spend=spend)
-        summary = json.loads((run_dir / "summary.json").read_text())
-        return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, "suite": suite,
-                "harness": Path(str(harness)).name, "backbone": backbone, "run_dir": str(run_dir)}
-
-    if workers > 1:
+    if executor == "ray":
+        from jitlab.cluster import ray_map
+        args = [(str(root), *combo, limit, split, quiet, run_options, caps) for combo in combos]
+        rows = ray_map(_grid_cell, args, workers if workers > 1 else None,
+                       labels=["grid cell " + " · ".join(map(str, c)) for c in combos])
+        for row in rows:  # the first failed cell's error, once every other cell has finished
+            if isinstance(row, BaseException):
+                raise row
+    elif workers > 1:
         with ThreadPoolExecutor(workers) as pool:
-            futures = {pool.submit(one, c): c for c in combos}
+            futures = {pool.submit(_grid_cell, root, *c, limit, split, quiet, run_options, spend=spend): c for c in combos}
             for future in as_completed(futures):  # say so when a cell fails; the other cells run on
                 if future.exception() is not None:
                     log.error("grid cell %s failed: %r", " · ".join(map(str, futures[future])), future.exception())
         rows = [future.result() for future in futures]  # raises the first failed cell's error
     else:
-        rows = [one(c) for c in combos]
+        rows = [_grid_cell(root, *c, limit, split, quiet, run_options, spend=spend) for c in combos]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _grid_cell(root, suite, harness, backbone, limit, split, quiet, run_options, caps=(None, None), spend=None) -> dict:
+    """One grid cell: run (or resume) it, return its summary row. Module-level so a Ray task can run it; there
+    ``caps`` (max_cost, max_tokens_total) make the cell's own grid spend (a RunSpend cannot cross processes)."""
+    from jitlab.runner import RunConfig, run
+    out = Path(root) / suite / run_slug(Path(str(harness)).name, backbone)
+    if not quiet:
+        print(f"{suite} · {harness} · {backbone} -> {out}", flush=True)
+    if spend is None:
+        spend = grid_spend(root, *caps)
+    run_dir = run(RunConfig(suite=suite, harness=str(harness), backbone=backbone, limit=limit,
+                            split=split, out=str(out), quiet=quiet, **run_options), spend=spend)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, "suite": suite,
+            "harness": Path(str(harness)).name, "backbone": backbone, "run_dir": str(run_dir)}
 
 
 def _as_list(value) -> list:

@@ -5,9 +5,10 @@
     F.save(F.fig_stream(df), "figures/fig6_stream_textworld")  # .png .pdf (matplotlib) + .html (bokeh)
 
 or regenerate everything a set of runs supports (and figures/README.md, listing each figure with
-the command that made it):
+the command that made it), from run directories or their compact exports (``jitlab export``, results/):
 
     jitlab figures --runs runs/ --out figures/
+    jitlab figures --runs results/tw-jit/ --out figures/
 
 Figures: ``fig_stream`` (paper Figure 6: cumulative accuracy over the task stream, static dashed and
 streaming solid; per-task cost and tool calls with local-variation bands = rolling mean ± rolling
@@ -55,17 +56,19 @@ _INDEX = "figures.json"
 # -- data ---------------------------------------------------------------------------------------
 def expand_runs(paths) -> list[Path]:
     """Run directories named by ``paths``: a run directory itself, or a folder with runs anywhere beneath
-    it (``runs/`` holding ``<suite>/<harness>-<backbone>/`` and ``<suite>/jit-.../<mode>/``)."""
-    from jitlab.store import DB_NAME
+    it (``runs/`` holding ``<suite>/<harness>-<backbone>/`` and ``<suite>/jit-.../<mode>/``). A compact export
+    of a run (``jitlab export``: ``results/<name>/<run>/`` with run.json) counts as a run directory."""
+    from jitlab.store import DB_NAME, EXPORT_MARKER
     found: list[Path] = []
     for p in [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]:
-        if (p / DB_NAME).exists():
+        if (p / DB_NAME).exists() or (p / EXPORT_MARKER).is_file():
             found.append(p)
-        elif p.is_dir() and (subs := sorted(db.parent for db in p.rglob(DB_NAME))):
+        elif p.is_dir() and (subs := sorted({f.parent for name in (DB_NAME, EXPORT_MARKER) for f in p.rglob(name)
+                                             if name == DB_NAME or not (f.parent / DB_NAME).exists()})):
             found.extend(subs)
         else:
-            raise ConfigError(f"{p} is neither a run directory (no {DB_NAME}) nor a folder of run directories; "
-                              "pass the --out folder of a `jitlab run`, or the folder holding several")
+            raise ConfigError(f"{p} is neither a run directory (no {DB_NAME}) nor a folder of run directories or of "
+                              "exports (run.json); pass the --out folder of a `jitlab run`, or the folder holding several")
     return found
 
 
@@ -485,7 +488,12 @@ def write_readme(out: str | Path, index: dict | None = None) -> Path:
              f"`{_INDEX}` whenever a figure is (re)made (`jitlab figures`, or a notebook through "
              "`jitlab.viz.figures.register`). Each entry gives the exact command that made it. Static PNG/PDF "
              "use matplotlib; the HTML files are interactive bokeh (BokehJS from its CDN unless made with "
-             "`--inline-js`).", ""]
+             "`--inline-js`).", "",
+             "Records: the runs behind a published figure are committed as compact exports in `results/<name>/` "
+             "(`jitlab export RUN_DIR... --out results/<name>/`; layout in docs/records.md, \"Exports\"). "
+             "`jitlab figures --runs results/<name>/ --out figures/` redraws a figure from its export exactly as "
+             "from the run directories; a command below that names `runs/...` used run directories that are not in git.",
+             ""]
     if not index:
         lines += ["No figures yet. Make runs, then: `jitlab figures --runs runs/ --out figures/`.", ""]
     for stem in sorted(index):

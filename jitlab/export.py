@@ -1,0 +1,114 @@
+"""Compact exports of run directories: records small enough to commit, that outlive the machine that ran them.
+
+    jitlab export runs/tw-static runs/tw-streaming --out results/tw-jit/
+    jitlab figures --runs results/tw-jit/ --out figures/          # the same figures as from the run dirs
+
+or ``export_runs(["runs/grid"], "results/grid")``. ``runs/`` is ignored by git; ``results/<name>/`` is where the
+export of every run behind a published table or figure is committed (docs/records.md, "Exports").
+
+Each run becomes ``OUT/<run>/`` (``<run>`` is the run directory's path below the folder given, or its name):
+
+    summary.json   the run's summary.json (JIT runs: with the per-phase figures and ``per_task``)
+    run.json       format, source directory, export time, the run's config and meta (fingerprint, created)
+    episodes.csv   every episode row, all attempts, every column of the ``episodes`` table (``extra`` as JSON)
+    steps.csv      per step: episode_id, step, tool, args, reward, done, tokens (no thoughts, observations, traces)
+    calls.csv      per episode x phase x kind x backbone x cached: ``n_calls`` and the sums of the numeric
+                   columns (tokens, cost, latency, ...); no prompts or replies
+
+``jitlab.store.load`` reads such a folder as it reads a run directory (episodes exactly as stored; ``calls`` are
+the aggregates and ``steps`` the compact columns), so ``jitlab figures``, ``experiments.open_run`` and the
+tables work on either. CSV keeps the files diffable: ``\\N`` marks SQL NULL (an empty field is an empty string)
+and floats are written to round-trip exactly.
+
+Caveats: what the export leaves out (prompts, replies, observations, the harness folders and bank of a JIT
+run) is not recoverable from it; keep the run directory where a trajectory or a harness must be replayed.
+An export is a copy: exporting again to the same folder replaces it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from jitlab.errors import ConfigError
+from jitlab.store import DB_NAME, EXPORT_FORMAT, EXPORT_MARKER, NULL, load, make_dir, summarize
+
+__all__ = ["STEP_COLUMNS", "export_run", "export_runs", "find_runs"]
+
+STEP_COLUMNS = ["episode_id", "step", "tool", "args", "reward", "done", "tokens"]
+_CALL_KEYS = ["episode_id", "phase", "kind", "backbone", "cached"]
+
+
+def find_runs(paths) -> list[tuple[Path, str]]:
+    """(run directory, its name in the export) for each run directory named by ``paths``: a run directory itself
+    (named by its folder name) or a folder holding runs beneath it (named by their path below it)."""
+    found = []
+    for p in [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]:
+        if (p / DB_NAME).is_file():
+            found.append((p, p.resolve().name))
+        elif p.is_dir() and (subs := sorted(db.parent for db in p.rglob(DB_NAME))):
+            found += [(s, str(s.relative_to(p))) for s in subs]
+        else:
+            raise ConfigError(f"{p} is neither a run directory (no {DB_NAME}) nor a folder of run directories; "
+                              "pass the --out folder of a `jitlab run` / `jitlab jit`, or the folder holding several")
+    names = [name for _, name in found]
+    if len(set(names)) < len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ConfigError(f"two runs would be exported as {', '.join(dup)}; pass the folder holding them instead, "
+                          "so each is named by its path below it")
+    return found
+
+
+def _write_csv(df, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_csv(tmp, index=False, na_rep=NULL, lineterminator="\n")
+    os.replace(tmp, path)
+
+
+def _call_aggregates(calls):
+    """Per-call records folded to one row per episode x phase x kind x backbone x cached: n_calls and the
+    sum of every other numeric column (new numeric columns of the calls table are summed too)."""
+    import pandas as pd
+    keys = [k for k in _CALL_KEYS if k in calls.columns]
+    numeric = [c for c in calls.columns if c not in keys and c != "t" and pd.api.types.is_numeric_dtype(calls[c])]
+    if calls.empty:
+        return pd.DataFrame(columns=keys + ["n_calls"] + numeric)
+    grouped = calls.groupby(keys, dropna=False, sort=True)
+    out = grouped[numeric].sum().reset_index() if numeric else grouped.size().reset_index()[keys]
+    out.insert(len(keys), "n_calls", grouped.size().values)
+    return out
+
+
+def export_run(run_dir: str | Path, out: str | Path) -> Path:
+    """Write the compact export of one run directory into folder ``out`` (replaced if it exists)."""
+    run_dir, out = Path(run_dir), Path(out)
+    frames = load(run_dir)
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text()) if path.is_file() else summarize(run_dir, write=False)
+    tmp = out.with_name(out.name + ".export-tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    make_dir(tmp, "--out")
+    tables = {"episodes": frames["episodes"].drop(columns=["final", "tokens"]),
+              "steps": frames["steps"][[c for c in STEP_COLUMNS if c in frames["steps"].columns]],
+              "calls": _call_aggregates(frames["calls"])}
+    for name, frame in tables.items():
+        _write_csv(frame, tmp / f"{name}.csv")
+    dtypes = {name: {c: str(t) for c, t in frame.dtypes.items()} for name, frame in tables.items()}
+    (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    (tmp / EXPORT_MARKER).write_text(json.dumps({
+        "format": EXPORT_FORMAT, "source": str(run_dir.resolve()), "exported": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "config": frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}, "meta": frames["meta"],
+        "dtypes": dtypes}, indent=2, default=str) + "\n")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return out
+
+
+def export_runs(paths, out: str | Path) -> list[Path]:
+    """Export every run directory named by ``paths`` (see :func:`find_runs`) into ``out/<run>/``."""
+    runs = find_runs(paths)
+    out = make_dir(out, "--out")
+    return [export_run(run_dir, out / name) for run_dir, name in runs]

@@ -1,0 +1,162 @@
+"""The Ray executor (jitlab/cluster.py) on a real local Ray started by this module (``ray.init(num_cpus=2)``, one
+cluster for all its tests): a grid and a static JIT run give the same records as the local executor, and a grid
+whose worker is SIGKILLed mid-cell fails that cell only and resumes with no episode lost or duplicated.
+Backbones are scripted test doubles; the toy suite. The static JIT and batch tests are slow (``make test-slow``):
+``pytest -m slow tests/test_cluster.py`` runs them."""
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from jitlab.errors import ConfigError, InfraError
+from jitlab.store import load
+from jitlab.viz import experiments as X
+
+ray = pytest.importorskip("ray")
+
+HARNESSES = ["react", "plan_and_execute"]
+BACKBONES = ["scripted:pick-first", "scripted:pick-hash"]
+# what must agree between executors: everything an episode computed (not ids, times or the worker it ran in)
+EPISODE_COLS = ["harness", "harness_sha", "task_id", "seed", "status", "success", "reward", "steps", "prompt_tokens",
+                "completion_tokens", "cost", "tool_calls", "llm_calls", "cached_calls"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, log_to_driver=False, include_dashboard=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_grid(tmp_path_factory):
+    """The 2 x 2 grid on the local executor: the rows every Ray grid here must reproduce."""
+    return X.run_grid("toy", HARNESSES, BACKBONES, limit=2, out_root=tmp_path_factory.mktemp("local"), cache=False)
+
+
+def _final_rows(run_dirs) -> list:
+    rows = []
+    for d in sorted(map(str, run_dirs)):
+        eps = load(d)["episodes"]
+        eps = eps[eps["final"]]
+        rows += [(os.path.basename(d), *r) for r in eps[EPISODE_COLS].sort_values(["task_id"]).itertuples(index=False)]
+    return rows
+
+
+def test_unknown_executor_and_ray_streaming_are_config_errors(tmp_path):
+    from jitlab.jit.inference import JITConfig
+    with pytest.raises(ConfigError, match="executor must be one of local, ray"):
+        X.run_grid("toy", ["react"], ["scripted:pick-first"], out_root=tmp_path, executor="dask")
+    with pytest.raises(ConfigError, match="streaming .* runs locally"):
+        JITConfig(suite="toy", mode="streaming", executor="ray").check()
+
+
+def test_ray_grid_records_the_same_episodes_as_local(cluster, local_grid, tmp_path):
+    local = local_grid
+    remote = X.run_grid("toy", HARNESSES, BACKBONES, limit=2, out_root=tmp_path / "ray", cache=False, executor="ray")
+    assert len(remote) == 4 and list(remote["harness"]) == list(local["harness"])
+    cols = ["suite", "harness", "backbone", "n_episodes", "success_rate", "tokens_per_task", "tool_calls_per_task"]
+    assert remote[cols].equals(local[cols])
+    rows = _final_rows(remote["run_dir"])
+    assert len(rows) == 8 and rows == _final_rows(local["run_dir"])
+
+
+def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_nothing(cluster, local_grid, tmp_path):
+    # a slow double (0.1 s per call, no replay cache) so the cell is mid-episode when its worker is killed
+    opts = dict(limit=2, cache=False, backbone_options={"delay_s": 0.05})   # the delay changes no reply
+    root = tmp_path / "ray"
+    failure, killed = [], []
+
+    def grid():
+        try:
+            X.run_grid("toy", HARNESSES, BACKBONES, out_root=root, executor="ray", workers=2, **opts)
+        except InfraError as exc:
+            failure.append(exc)
+    thread = threading.Thread(target=grid)
+    thread.start()
+    deadline = time.time() + 120
+    while not killed and time.time() < deadline and thread.is_alive():
+        for db in root.rglob("run.sqlite"):   # a cell with a finished episode and one in flight: kill its writer
+            eps = load(db.parent)["episodes"]
+            if (eps["status"] == "running").any() and eps["final"].any():
+                pid = int((db.parent / "run.lock").read_text().split()[0])
+                assert pid != os.getpid()
+                os.kill(pid, signal.SIGKILL)
+                killed.append(db.parent)
+                break
+        time.sleep(0.05)
+    thread.join(180)
+    assert killed and failure, "no cell was killed mid-run"
+    assert "Ray worker died" in str(failure[0]) and "rerun" in str(failure[0])
+    eps = load(killed[0])["episodes"]
+    assert (eps["status"] == "running").sum() == 1 and eps["final"].sum() < 2    # the killed cell stopped half-way
+    others = [d for d in root.glob("toy/*") if d != killed[0]]
+    assert all(load(d)["episodes"]["final"].sum() == 2 for d in others)          # the other cells finished
+
+    again = X.run_grid("toy", HARNESSES, BACKBONES, out_root=root, executor="ray", workers=2, **opts)
+    assert set(again["n_episodes"]) == {2}
+    assert _final_rows(again["run_dir"]) == _final_rows(local_grid["run_dir"])  # nothing lost, nothing twice
+    eps = load(killed[0])["episodes"]
+    assert (eps["status"] == "interrupted").sum() == 1 and eps.groupby("task_id")["final"].sum().eq(1).all()
+
+
+@pytest.mark.slow   # ~30 s: every candidate is validated in the sandbox, twice (local, then Ray)
+def test_static_jit_on_ray_records_the_same_as_local_and_the_driver_alone_writes(cluster, tmp_path):
+    from jitlab.jit.bank import Bank
+    from jitlab.jit.inference import JITConfig, run_jit
+    from jitlab.sandbox import probe
+    base = dict(suite="toy", mode="static", backbone="scripted:pick-hash", limit=3, n_candidates=2, retrieval="bm25",
+                cache=False, smoke_steps=2, quiet=True, allow_unisolated=not probe()[0])
+    local = run_jit(JITConfig(**base, out=str(tmp_path / "local")))
+    remote = run_jit(JITConfig(**base, out=str(tmp_path / "ray"), executor="ray", concurrency=2))
+    a, b = load(local), load(remote)
+    cols = EPISODE_COLS[1:]
+    key = lambda eps: eps[eps["final"]][cols].sort_values("task_id").reset_index(drop=True)
+    assert len(key(b["episodes"])) == 3 and key(b["episodes"]).equals(key(a["episodes"]))
+    assert len(b["calls"]) == len(a["calls"]) and len(b["steps"]) == len(a["steps"])
+    assert sorted(b["calls"]["phase"]) == sorted(a["calls"]["phase"])
+    extras = lambda f: sorted((json.loads(x)["valid_candidates"], json.loads(x)["harness_dir"])
+                              for x in f["episodes"]["extra"])
+    assert extras(b) == extras(a)
+    for _, harness_dir in extras(b):   # every harness that ran is in the run directory the driver wrote
+        assert (remote / harness_dir / "action.py").is_file()
+    assert len(Bank(remote / "bank.sqlite")) == 13                  # static: B0, never written
+    assert json.loads((remote / "summary.json").read_text())["n_episodes"] == 3
+    again = run_jit(JITConfig(**base, out=str(tmp_path / "ray"), executor="ray"))   # resumes: nothing to do
+    assert len(load(again)["episodes"]) == len(b["episodes"])
+
+
+@pytest.mark.slow   # ~20 s: two Jupyter kernels started on Ray workers, twice
+def test_batch_on_ray_isolates_a_failing_run_and_reruns_skip_ok_ones(cluster, tmp_path):
+    pytest.importorskip("papermill")
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "viz"))
+    from test_batch import _notebook
+
+    from jitlab.viz.batch import BatchConfig, run_batch
+    nb = _notebook(tmp_path / "tiny.ipynb")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("x: [1]\nfail: [false]\nruns:\n  - {x: 3, fail: true}\n")
+    out = tmp_path / "batch"
+    cfg = BatchConfig(notebook=str(nb), grid=str(grid), out=str(out), parallel=2, cwd="run", executor="ray")
+    manifest = run_batch(cfg, echo=lambda *_: None)
+    assert manifest["summary"] == {"total": 2, "ok": 1, "failed": 1, "skipped": 0}
+    by_x = {r["params"]["x"]: r for r in json.loads((out / "manifest.json").read_text())["runs"]}
+    assert "ValueError: broken parameter set x=3" in by_x[3]["error"]
+    assert (out / by_x[1]["id"] / "out_1.txt").read_text() == "2"     # ran in its own OUT/<id>/ on a Ray worker
+    again = run_batch(cfg, echo=lambda *_: None)
+    assert again["summary"] == {"total": 2, "ok": 1, "failed": 1, "skipped": 1}
+
+
+def test_a_cell_that_cannot_start_raises_its_own_error_after_the_others_finish(cluster, tmp_path, caplog):
+    from jitlab.errors import UnknownName
+    with pytest.raises(UnknownName, match="no_such_harness"):
+        X.run_grid("toy", ["no_such_harness", "react"], ["scripted:pick-first"], limit=1, out_root=tmp_path,
+                   executor="ray")
+    assert "grid cell toy · no_such_harness · scripted:pick-first failed" in caplog.text
+    assert (tmp_path / "toy" / "react-scripted_pick-first" / "summary.json").exists()
