@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from jitlab.jit.record import read_jit_record
+from jitlab.progress import group
 from jitlab.viz.tables import markdown_table
 
 __all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "OUT_ROOT_ENV", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS",
@@ -146,15 +147,20 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
         return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, "suite": suite,
                 "harness": Path(str(harness)).name, "backbone": backbone, "run_dir": str(run_dir)}
 
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            futures = {pool.submit(one, c): c for c in combos}
-            for future in as_completed(futures):  # say so when a cell fails; the other cells run on
-                if future.exception() is not None:
-                    log.error("grid cell %s failed: %r", " · ".join(map(str, futures[future])), future.exception())
-        rows = [future.result() for future in futures]  # raises the first failed cell's error
-    else:
-        rows = [one(c) for c in combos]
+    with group(len(combos), f"grid ({len(combos)} cells)", quiet=quiet, unit="cell", run_dir=root) as total:
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                futures = {pool.submit(one, c): c for c in combos}
+                for future in as_completed(futures):  # say so when a cell fails; the other cells run on
+                    total.update()
+                    if future.exception() is not None:
+                        log.error("grid cell %s failed: %r", " · ".join(map(str, futures[future])), future.exception())
+            rows = [future.result() for future in futures]  # raises the first failed cell's error
+        else:
+            rows = []
+            for c in combos:
+                rows.append(one(c))
+                total.update()
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
