@@ -64,8 +64,7 @@ def pareto_explorer(df, title: str | None = None):
     fig = interactive(fig_pareto(df, title=title))
     # one selectable layer over all pairings: a ring that shows only on selected points (the coloured markers
     # below stay as they are, one glyph per method · backbone for the legend)
-    picks = hv.Scatter(pairs, "cost_per_case", ["score", "method", "backbone", "n", "tokens_per_case"],
-                       label="selected").opts(
+    picks = hv.Scatter(pairs, "cost_per_case", ["score", "method", "backbone", "n", "tokens_per_case"]).opts(
         backend="bokeh", size=18, fill_alpha=0.0, line_alpha=0.0, line_color="crimson", line_width=2.5,
         selection_line_alpha=1.0, nonselection_line_alpha=0.0, selection_fill_alpha=0.0,
         nonselection_fill_alpha=0.0, tools=["tap", "box_select", "hover"], active_tools=["tap"])
@@ -76,7 +75,9 @@ def pareto_explorer(df, title: str | None = None):
                                  sizing_mode="stretch_width", height=min(420, 40 + 32 * len(pairs)))
     selection = hv.streams.Selection1D(source=picks)
     selection.add_subscriber(lambda index: setattr(table, "selection", list(index)))
-    return pn.Column(pn.pane.HoloViews(plot, backend="bokeh"), table, name="Figure 4")
+    column = pn.Column(pn.pane.HoloViews(plot, backend="bokeh"), table, name="Figure 4")
+    column.selection = selection   # the link, for code and tests: selection.event(index=[...]) selects rows
+    return column
 
 
 def list_runs(root: str | Path = "runs") -> list[str]:
