@@ -79,7 +79,7 @@ class Progress:
     def __init__(self, total: int, desc: str = "", quiet: bool = False, unit: str = "episode", every: int | None = None,
                  run_dir: str | Path | None = None, mode: str | None = None, _group: bool = False):
         self.total, self.desc, self.unit = int(total), desc, unit
-        self.mode = mode or progress_mode(quiet)
+        self.mode = mode or (progress_mode(quiet) if self.total else "off")   # a resumed, finished job: nothing to show
         self.every = every or max(1, round(self.total / 10))
         self.done = self.successes = self.episodes = self.tokens = 0
         self.cost = 0.0
