@@ -44,7 +44,7 @@ N_PLOTS = _WALK + "return all.filter(e => e.classList.contains('bk-Figure') && "
 PROGRESS = "return Array.from(document.querySelectorAll('.jp-OutputArea .widget-hprogress')).map(" \
            "e => e.parentElement.textContent.replace(/\\u2007/g, ' '));"   # tqdm pads with figure spaces
 # code cells whose prompt is not a finished execution count: '[*]' (running) or '[ ]' (not run)
-PENDING = "return Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')).filter(" \
+PENDING = "return Array.from(document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')).filter(" \
           "p => !/\\[\\d+\\]/.test(p.textContent)).length;"
 N_CODE = "return document.querySelectorAll('.jp-CodeCell').length;"
 ERRORS = "return Array.from(document.querySelectorAll('.jp-OutputArea-output[data-mime-type=" \
@@ -136,7 +136,8 @@ def _run_all(browser, lab, name: str, timeout: int, on_progress=None) -> dict:
     """Open ``name`` in the lab, run all its cells through the UI, wait until every code cell has an execution
     count, save; returns the saved notebook (from the contents API). ``on_progress()``: called once, as soon as a
     progress widget shows (while the notebook still runs, unless it already finished)."""
-    browser.get(f"{lab['base']}/lab/tree/{name}?token={lab['token']}")
+    # a fresh workspace per notebook (?reset): the lab must not reopen, and run, the notebook of an earlier test
+    browser.get(f"{lab['base']}/lab/workspaces/{Path(name).stem}/tree/{name}?reset&token={lab['token']}")
     wait = WebDriverWait(browser, 90, poll_frequency=0.25)
     wait.until(lambda d: d.execute_script("return !!(window.jupyterapp && "
                                           "document.querySelector('.jp-NotebookPanel .jp-CodeCell'));"))
