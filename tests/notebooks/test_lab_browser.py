@@ -44,7 +44,8 @@ N_PLOTS = _WALK + "return all.filter(e => e.classList.contains('bk-Figure') && "
 PROGRESS = "return Array.from(document.querySelectorAll('.jp-OutputArea .widget-hprogress')).map(" \
            "e => e.parentElement.textContent.replace(/\\u2007/g, ' '));"   # tqdm pads with figure spaces
 # code cells whose prompt is not a finished execution count: '[*]' (running) or '[ ]' (not run)
-PENDING = "return Array.from(document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')).filter(" \
+PENDING = "return Array.from(document.querySelectorAll(" \
+          "'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')).filter(" \
           "p => !/\\[\\d+\\]/.test(p.textContent)).length;"
 N_CODE = "return document.querySelectorAll('.jp-CodeCell').length;"
 ERRORS = "return Array.from(document.querySelectorAll('.jp-OutputArea-output[data-mime-type=" \
