@@ -47,13 +47,10 @@ PROGRESS = "return Array.from(document.querySelectorAll('.jp-OutputArea .widget-
 PENDING = "return Array.from(document.querySelectorAll(" \
           "'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')).filter(" \
           "p => !/\\[\\d+\\]/.test(p.textContent)).length;"
-N_CODE = "return document.querySelectorAll('.jp-CodeCell').length;"
 ERRORS = "return Array.from(document.querySelectorAll('.jp-OutputArea-output[data-mime-type=" \
          "\"application/vnd.jupyter.stderr\"]')).map(e => e.textContent).filter(t => t.includes('Traceback'));"
 RUN_ALL = "window.jupyterapp.commands.execute('notebook:run-all-cells'); return true;"
 SAVE = "window.jupyterapp.commands.execute('docmanager:save'); return true;"
-KERNEL_IDLE = "const s = document.querySelector('.jp-Notebook-ExecutionIndicator, [data-status]'); " \
-              "return s ? s.getAttribute('data-status') : null;"
 
 
 def _free_port() -> int:
@@ -142,7 +139,6 @@ def _run_all(browser, lab, name: str, timeout: int, on_progress=None) -> dict:
     wait = WebDriverWait(browser, 90, poll_frequency=0.25)
     wait.until(lambda d: d.execute_script("return !!(window.jupyterapp && "
                                           "document.querySelector('.jp-NotebookPanel .jp-CodeCell'));"))
-    wait.until(lambda d: d.execute_script("return !!document.querySelector('.jp-Notebook-ExecutionIndicator')") or True)
     time.sleep(2)   # the kernel starts with the panel
     assert browser.execute_script(RUN_ALL)
     end, seen = time.time() + timeout, False
