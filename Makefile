@@ -10,7 +10,7 @@ STAMP := $(VENV)/.jitlab-setup
 APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow bench clean-venv
+.PHONY: setup demo test test-slow bench lab clean-venv
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -36,6 +36,10 @@ test: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
+
+# JupyterLab on the project (notebooks/), the venv's python3 kernel; 127.0.0.1 only, with Jupyter's own token
+lab: setup
+	$(BIN)/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 bench: setup
 	$(BIN)/python benchmarks/backbone_throughput.py

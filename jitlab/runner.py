@@ -22,6 +22,7 @@ from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import SEED_MAX, check_fields
 from jitlab.llm.lazy import LazyBackbone
+from jitlab.progress import Progress
 from jitlab.runtime import (
     EPISODE_MAX_TOKENS,
     EPISODE_MAX_WALL_S,
@@ -186,8 +187,9 @@ def run(cfg: RunConfig, spend: RunSpend | None = None) -> Path:
     store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
     if spend is None:
         spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
+    todo = sum(store.status_of(sha, t.id, cfg.seed)[0] not in FINAL for t in tasks)
+    bar = Progress(todo, f"{harness_name} · {cfg.suite}", quiet=cfg.quiet, run_dir=out)
     if not cfg.quiet:
-        todo = sum(store.status_of(sha, t.id, cfg.seed)[0] not in FINAL for t in tasks)
         estimate = cost_estimate(cfg, todo)
         if estimate:
             print(f"  {estimate}", flush=True)
@@ -207,8 +209,10 @@ def run(cfg: RunConfig, spend: RunSpend | None = None) -> Path:
                                    on_step=lambda s, e=episode: store.log_step(e, s))
             store.finish_episode(episode, result.as_dict(), llm)
             if not cfg.quiet:
-                print(f"  {task.id:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "
-                      f"steps={result.steps:<3} tokens={llm.tokens:<6} {result.wall_s:6.1f}s", flush=True)
+                bar.write(f"  {task.id:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "
+                          f"steps={result.steps:<3} tokens={llm.tokens:<6} {result.wall_s:6.1f}s")
+            if result.status in FINAL:
+                bar.update(success=result.success, tokens=llm.tokens, cost=llm.cost)
             if result.status in FINAL or result.status == "spend_cap":
                 return
             time.sleep(min(2.0, 0.1 * 2 ** attempt))
@@ -222,6 +226,7 @@ def run(cfg: RunConfig, spend: RunSpend | None = None) -> Path:
                 list(pool.map(one, tasks))
         finished = sum(store.status_of(sha, t.id, cfg.seed)[0] in FINAL for t in tasks)
     finally:
+        bar.close()
         store.close()
     summarize(out)
     if spend.stopped:

@@ -57,6 +57,7 @@ from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.fields import SEED_MAX, check_fields
 from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.record import read_jit_record
+from jitlab.progress import Progress
 from jitlab.runtime import (
     EPISODE_MAX_TOKENS,
     EPISODE_MAX_WALL_S,
@@ -517,13 +518,16 @@ class _JIT:
             self.store.finish_episode(episode, {**result.as_dict(), "extra": extra}, meter.totals())
             if not cfg.quiet:
                 tot = meter.totals()
-                print(f"  [{stream_index:>3}] {task.id:<30} {result.status:<13} success={int(result.success)} "
-                      f"reward={result.reward:.2f} steps={result.steps:<3} harness={chosen.name[:28]:<28} "
-                      f"valid={chosen.valid_candidates}/{chosen.n_candidates} repair={chosen.repair_rounds}"
-                      f"{' FALLBACK' if chosen.fallback else ''} tokens(gen/sel/rep/exec)="
-                      f"{phases['generate']['tokens']}/{phases['select']['tokens']}/{phases['repair']['tokens']}/"
-                      f"{phases['execute']['tokens']} total={tot.prompt_tokens + tot.completion_tokens} "
-                      f"{time.perf_counter() - started:6.1f}s", flush=True)
+                self.bar.write(f"  [{stream_index:>3}] {task.id:<30} {result.status:<13} success={int(result.success)} "
+                               f"reward={result.reward:.2f} steps={result.steps:<3} harness={chosen.name[:28]:<28} "
+                               f"valid={chosen.valid_candidates}/{chosen.n_candidates} repair={chosen.repair_rounds}"
+                               f"{' FALLBACK' if chosen.fallback else ''} tokens(gen/sel/rep/exec)="
+                               f"{phases['generate']['tokens']}/{phases['select']['tokens']}/{phases['repair']['tokens']}/"
+                               f"{phases['execute']['tokens']} total={tot.prompt_tokens + tot.completion_tokens} "
+                               f"{time.perf_counter() - started:6.1f}s")
+            if result.status in FINAL:
+                tot = meter.totals()
+                self.bar.update(success=result.success, tokens=tot.prompt_tokens + tot.completion_tokens, cost=tot.cost)
             if result.status == "spend_cap":
                 return
             if result.status in FINAL:
@@ -595,6 +599,9 @@ class _JIT:
                                      self.repair_cfg.smoke_max_tokens)
             if estimate:
                 print(f"  {estimate}", flush=True)
+        todo = sum(self._finished(t) is None for t in self.tasks)
+        self.bar = Progress(todo, f"jit {self.cfg.mode} · {self.cfg.suite}", quiet=self.cfg.quiet, unit="task",
+                            run_dir=self.out)
         try:
             if self.cfg.executor == "ray":
                 self._run_on_ray()
@@ -606,6 +613,7 @@ class _JIT:
                     self.solve(task, i)
             finished = sum(self._finished(t) is not None for t in self.tasks)
         finally:
+            self.bar.close()
             self.store.close()
             self.bank.close()
         summarize_jit(self.out)

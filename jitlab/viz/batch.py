@@ -53,6 +53,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError, JitlabError
 from jitlab.fields import check_fields
+from jitlab.progress import Progress
 
 __all__ = ["BatchConfig", "load_grid", "combinations", "run_batch", "MANIFEST"]
 
@@ -319,6 +320,7 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     pool = ProcessPoolExecutor(max_workers=parallel, mp_context=ctx)
+    bar = Progress(len(todo), f"batch {notebook.name}", unit="run")   # ok so far = runs that finished without error
     try:
         while queue or futures:
             while queue and len(futures) < parallel:
@@ -343,6 +345,7 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
             for fut in done:
                 run = futures.pop(fut)
                 run.update(fut.result())
+                bar.update(success=run["status"] == "ok")
                 _write_manifest(manifest_path, manifest)
                 echo(f"  {run['id']} {run['status']:<6} {run['duration_s']:.1f}s {json.dumps(run['params'], default=str)}"
                      + (f"\n    {run['error']}" if run["error"] else ""))
@@ -357,6 +360,7 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
+        bar.close()
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
     pool.shutdown()

@@ -46,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from jitlab.jit.record import read_jit_record
+from jitlab.progress import group
 from jitlab.viz.tables import markdown_table
 
 __all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "OUT_ROOT_ENV", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS",
@@ -145,23 +146,30 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     caps = (run_options.pop("max_cost", None), run_options.pop("max_tokens_total", None))
     spend = grid_spend(root, *caps)
     combos = [(s, h, b) for s in suites for b in backbones for h in harnesses]
-    if executor == "ray":
-        from jitlab.cluster import ray_map
-        args = [(str(root), *combo, limit, split, quiet, run_options, caps) for combo in combos]
-        rows = ray_map(_grid_cell, args, workers if workers > 1 else None,
-                       labels=["grid cell " + " · ".join(map(str, c)) for c in combos])
-        for row in rows:  # the first failed cell's error, once every other cell has finished
-            if isinstance(row, BaseException):
-                raise row
-    elif workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            futures = {pool.submit(_grid_cell, root, *c, limit, split, quiet, run_options, spend=spend): c for c in combos}
-            for future in as_completed(futures):  # say so when a cell fails; the other cells run on
-                if future.exception() is not None:
-                    log.error("grid cell %s failed: %r", " · ".join(map(str, futures[future])), future.exception())
-        rows = [future.result() for future in futures]  # raises the first failed cell's error
-    else:
-        rows = [_grid_cell(root, *c, limit, split, quiet, run_options, spend=spend) for c in combos]
+    with group(len(combos), f"grid ({len(combos)} cells)", quiet=quiet, unit="cell", run_dir=root) as total:
+        if executor == "ray":
+            from jitlab.cluster import ray_map
+            args = [(str(root), *combo, limit, split, quiet, run_options, caps) for combo in combos]
+            rows = ray_map(_grid_cell, args, workers if workers > 1 else None,
+                           labels=["grid cell " + " · ".join(map(str, c)) for c in combos])
+            total.update(len(rows))
+            for row in rows:  # the first failed cell's error, once every other cell has finished
+                if isinstance(row, BaseException):
+                    raise row
+        elif workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                futures = {pool.submit(_grid_cell, root, *c, limit, split, quiet, run_options, spend=spend): c
+                           for c in combos}
+                for future in as_completed(futures):  # say so when a cell fails; the other cells run on
+                    total.update()
+                    if future.exception() is not None:
+                        log.error("grid cell %s failed: %r", " · ".join(map(str, futures[future])), future.exception())
+            rows = [future.result() for future in futures]  # raises the first failed cell's error
+        else:
+            rows = []
+            for c in combos:
+                rows.append(_grid_cell(root, *c, limit, split, quiet, run_options, spend=spend))
+                total.update()
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 

@@ -313,7 +313,8 @@ def fig_pareto(df, title: str | None = None):
                   "P": "plus", "X": "x", "*": "star"}
     dots = []
     for (method, backbone), g in p.groupby(["method", "backbone"], sort=False):
-        pts = hv.Scatter(g, "cost_per_case", ["score", "n", "tokens_per_case"], label=f"{method} · {backbone}")
+        pts = hv.Scatter(g, "cost_per_case", ["score", "method", "backbone", "n", "tokens_per_case"],  # hover shows all
+                         label=f"{method} · {backbone}")
         m = markers[backbone]
         dots.append(pts.opts(backend="bokeh", color=colors[method], marker=bk_markers[m], size=11)
                     .opts(backend="matplotlib", color=colors[method], marker=m, s=70))
