@@ -145,6 +145,9 @@ def known_price(backbone: str, options: dict | None = None):
     if kind == "embedded":
         from jitlab.llm.hf import EMBEDDED_ID
         names = [EMBEDDED_ID]
+    elif kind == "gemma3-270m":
+        from jitlab.llm.hf import GEMMA_ID
+        names = [GEMMA_ID]
     else:
         names = [backbone, rest]
     try:

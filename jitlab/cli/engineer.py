@@ -5,15 +5,17 @@
     jitlab engineer apply react hooks.py --out runs/react+patch       # base + patch -> a harness folder to run
     jitlab engineer run --suite toy --harness react --backbone scripted:pick-first --engineer rules \\
         --batch 4 --rounds 1 -k 4 --out runs/eng-toy [--disjoint] [--test 10]
+    jitlab transfer --suite textworld --learn-on embedded --apply-to gemma3-270m --limit 6 --out runs/transfer-tw
 
-``run``'s options are generated from :class:`jitlab.engineer.loop.EngineerConfig`; the engineer machinery is
+``run``'s options are generated from :class:`jitlab.engineer.loop.EngineerConfig` and ``transfer``'s from
+:class:`jitlab.engineer.transfer.TransferConfig`; the engineer machinery is
 imported inside the commands, so ``jitlab --help`` stays fast.
 """
 from __future__ import annotations
 
 from jitlab.cli.options import add_config_arguments, config_from_args
 
-__all__ = ["add_engineer_commands", "cmd_apply", "cmd_engineer_run", "cmd_mine", "cmd_packet"]
+__all__ = ["add_engineer_commands", "cmd_apply", "cmd_engineer_run", "cmd_mine", "cmd_packet", "cmd_transfer"]
 
 
 def cmd_packet(args) -> int:
@@ -64,9 +66,19 @@ def cmd_engineer_run(args) -> int:
     return 0
 
 
+def cmd_transfer(args) -> int:
+    from jitlab.engineer.transfer import TransferConfig, run_transfer
+    cfg = config_from_args(TransferConfig, args)
+    result = run_transfer(cfg)
+    print(f"\n{cfg.out}: {len(result['learners'])} x {len(result['targets'])} transfer matrix ({cfg.method}, "
+          f"{cfg.limit} test tasks per cell); table {cfg.out}/matrix.md, figure {cfg.out}/matrix.png", flush=True)
+    return 0
+
+
 def add_engineer_commands(subparsers) -> None:
-    """Register ``engineer packet`` and ``engineer run`` on an argparse subparsers object."""
+    """Register ``engineer packet|mine|apply|run`` and ``transfer`` on an argparse subparsers object."""
     from jitlab.engineer.loop import EngineerConfig
+    from jitlab.engineer.transfer import TransferConfig
     p = subparsers.add_parser("engineer", help="harness editing from failures: failure packets, patch loop")
     sub = p.add_subparsers(dest="engineer_command", required=True)
     pk = sub.add_parser("packet", help="print the failure packet of a run directory (JSON, deterministic)")
@@ -86,3 +98,7 @@ def add_engineer_commands(subparsers) -> None:
     add_config_arguments(r, EngineerConfig, required=("suite",), exclude=("k",))
     r.add_argument("-k", "--k", dest="k", type=int, default=4, help="patches proposed per round (default: 4)")
     r.set_defaults(func=cmd_engineer_run)
+    t = subparsers.add_parser("transfer", help="learn a harness overlay on one backbone's dev runs, apply it to others: "
+                                               "a Δ success matrix (resumable runs)")
+    add_config_arguments(t, TransferConfig, required=("suite", "learn_on"))
+    t.set_defaults(func=cmd_transfer)

