@@ -87,3 +87,13 @@ def test_figure_and_table_from_a_dataframe():
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert len(texts) == 1 and "Δ +0.50" in texts[0]  # the cell without pairs is left blank
     assert "n/a" in transfer_table(frame)
+
+
+def test_rules_method_learns_a_valid_rule_patch(tmp_path):
+    from jitlab.engineer.patches import check_patch
+    from jitlab.engineer.transfer import learn_overlay
+    from jitlab.runner import RunConfig, run
+    out = run(RunConfig(suite="toy", harness="react", backbone=A, limit=3, out=str(tmp_path / "r"), quiet=True))
+    text, evidence = learn_overlay("rules", out)
+    assert check_patch(text) is None and evidence["rule"] and evidence["failure_counts"]
+    assert learn_overlay("rules", out) == (text, evidence)  # same records -> the same overlay
