@@ -58,7 +58,8 @@ def fig_transfer_matrix(frame, title: str = "Δ success of the learned overlay (
                 continue
             text = (f"Δ {cell.delta:+.2f}\n{cell.base_success:.2f} → {cell.patched_success:.2f} (n={cell.n})\n"
                     f"{cell.patched_tokens_per_task:,.0f} tok, ${cell.patched_cost_per_task:.2g}/task")
-            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+            dark = abs(cell.delta) > 0.6 * span  # white text on the saturated ends of the colour map
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
     ax.set_xticks(range(len(cols)), [_short(c) for c in cols], rotation=15, ha="right")
     ax.set_yticks(range(len(rows)), [_short(r) for r in rows])
     ax.set_xlabel("applied to")
