@@ -12,7 +12,7 @@ from sandbox_helpers import requires_bwrap  # noqa: E402
 
 from jitlab.cli import main  # noqa: E402
 from jitlab.engineer.transfer import TransferConfig, run_transfer, slug  # noqa: E402
-from jitlab.errors import ConfigError  # noqa: E402
+from jitlab.errors import ConfigError, UnknownName  # noqa: E402
 from jitlab.store import load  # noqa: E402
 from jitlab.viz.transfer import fig_transfer_matrix, transfer_matrix, transfer_table  # noqa: E402
 
@@ -69,7 +69,7 @@ def test_matrix_shape_paired_deltas_and_resume(tmp_path, capsys):
 def test_bad_config_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="method"):
         TransferConfig(method="magic")
-    with pytest.raises(Exception, match="backbone"):
+    with pytest.raises(UnknownName, match="nope:x"):
         run_transfer(TransferConfig(suite="toy", learn_on="nope:x", out=str(tmp_path)))
     assert slug("hf:/m/x#f.gguf") == "hf-m-x-f.gguf"
 
