@@ -6,6 +6,7 @@ inside the commands, so ``jitlab --help`` stays fast.
     jitlab train stage1 --config jitlab/train/configs/gpu/stage1.yaml --set data=runs/train/data1 --out runs/train/s1
     jitlab train stage1 --set data=runs/train/data1 --set sft_steps=20 --out runs/train/s1     # CPU defaults
     jitlab train stage2 --set data=runs/train/data2 --set stage1=runs/train/s1/adapter --out runs/train/s2
+    jitlab train stage3 --set policy=runs/train/s2/adapter --set suite=textworld --out runs/train/s3
 
 Rerunning the same ``stage1`` command resumes it (finished phases are skipped, a killed one restarts from its newest
 checkpoint). ``--set KEY=VALUE`` (repeatable, YAML values) overrides the config file's fields.
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["add_train_commands", "cmd_train_data", "cmd_train_data2", "cmd_train_stage1", "cmd_train_stage2"]
+__all__ = ["add_train_commands", "cmd_train_data", "cmd_train_data2", "cmd_train_stage1", "cmd_train_stage2",
+           "cmd_train_stage3"]
 
 
 def _overrides(items) -> dict:
@@ -85,6 +87,19 @@ def cmd_train_stage2(args) -> int:
     return 0
 
 
+def cmd_train_stage3(args) -> int:
+    from jitlab.train.config import Stage3Config, load_config
+    from jitlab.train.stage3 import run_stage3
+    cfg = load_config(Stage3Config, args.config, _overrides(args.set))
+    print(f"jitlab train stage3: {cfg.policy or cfg.base} on {cfg.suite} {cfg.split}, executor {cfg.executor} -> "
+          f"{args.out}", flush=True)
+    manifest = run_stage3(cfg, args.out)
+    _print_phase("grpo", manifest["phases"]["grpo"])
+    print(f"  candidates: {json.dumps(manifest['summary'])}")
+    print(f"adapter: {args.out}/adapter   (use as plan:hf:{args.out}/adapter); bank: {args.out}/bank.sqlite")
+    return 0
+
+
 def add_train_commands(sub) -> None:
     """Register ``jitlab train`` on the ``jitlab`` parser's subparsers."""
     p = sub.add_parser("train", help="build training data and train the meta-agent (TRL + peft)")
@@ -114,3 +129,9 @@ def add_train_commands(sub) -> None:
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
     s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
     s.set_defaults(func=cmd_train_stage2)
+    s = tsub.add_parser("stage3", help="Stage III (Evo-GDPO): GRPO with gated reward channels, candidates run in the "
+                                       "sandbox against the family's incumbent, conservative bank update (resumable)")
+    s.add_argument("--config", help="YAML of Stage3Config fields (default: the CPU profile)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
+    s.set_defaults(func=cmd_train_stage3)
