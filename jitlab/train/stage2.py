@@ -27,6 +27,7 @@ the generator always uses the trained policy. A repair "succeeds" when validatio
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -50,7 +51,6 @@ def load_repairs(data: str | Path, split: str, formats) -> tuple[list[dict], dic
     if not path.is_file():
         raise ConfigError(f"data {data}: no repairs.jsonl; build it with `jitlab train data stage2 --out {data}`")
     manifest_path = data / "manifest.json"
-    import json
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     rows = [r for r in read_jsonl(path) if r.get("split") == split and r.get("format") in formats]
     if not rows:
@@ -98,7 +98,12 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
     manifest["phases"]["sft"] = train_phase("sft", out, sft_trainer, rows, base, below)
     manifest["adapter"] = link_adapter(out, out / "sft" / "adapter")
     write_json(out / "manifest.json", manifest)
-    if cfg.eval:
+    summary_path = out / "eval" / "summary.json"
+    done = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    settings = {"rounds": cfg.eval_rounds, "limit": cfg.eval_limit, "executor": cfg.eval_executor}
+    if cfg.eval and all(done.get(k) == v for k, v in settings.items()):
+        manifest["eval"] = done        # a rerun of a finished run does not evaluate again
+    elif cfg.eval:
         manifest["eval"] = evaluate_repair(f"hf:{out / 'adapter'}", cfg.data, out / "eval", cfg.formats,
                                            rounds=cfg.eval_rounds, limit=cfg.eval_limit, executor=cfg.eval_executor,
                                            allow_unisolated=cfg.allow_unisolated)
@@ -180,7 +185,8 @@ def evaluate_repair(backbone, data: str | Path, out: str | Path, formats=("plan"
                         "outcomes": [t["outcome"] for t in outcome.transitions],
                         "final_kind": (outcome.validation.diagnostic or {}).get("kind")})
     write_jsonl(out / "heldout.jsonl", records)
-    summary = {"backbone": backbone, "rounds": rounds, "split": split, "n": len(records),
+    summary = {"backbone": backbone, "rounds": rounds, "limit": limit, "executor": executor, "split": split,
+               "n": len(records),
                "repaired": sum(r["ok"] for r in records), "by_format": {}, "by_kind": {}}
     summary["rate"] = summary["repaired"] / len(records) if records else None
     for key, field_ in (("by_format", "format"), ("by_kind", "kind")):

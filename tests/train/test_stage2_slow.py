@@ -58,6 +58,10 @@ def test_two_step_stage2_stacks_and_evaluates(data, tmp_path, capsys):
     held = [json.loads(line) for line in (tmp_path / "b" / "eval" / "heldout.jsonl").read_text().splitlines()]
     assert held[0]["input"] == "hiagent" and held[0]["rounds"] in (1, 2) and held[0]["outcomes"]
 
+    (tmp_path / "b" / "eval" / "heldout.jsonl").unlink()
+    assert main(["train", "stage2", "--config", str(config), "--out", str(tmp_path / "b")]) == 0   # finished: no rerun
+    assert not (tmp_path / "b" / "eval" / "heldout.jsonl").exists()
+
     spec = f"hf:{tmp_path / 'b' / 'adapter'}"
     handle = LLMHandle(get_backbone(spec), Budget(max_tokens=10 ** 6), None, seed=0, phase="generate")
     task = get_suite("toy").tasks("dev")[0].public()
