@@ -68,6 +68,7 @@ class ChannelRewards:
     ``evaluate(prompts, completions, rows) -> [Outcome]`` (``rows``: one dict per completion of the dataset's extra
     columns, e.g. task_id), ``incumbent(row) -> Outcome``. ``records`` keeps one dict per scored completion (channels,
     gate, outcome, incumbent), what stage3 writes to completions.jsonl; ``on_batch(records)`` is called once per batch.
+    ``gate_rate`` and ``valid_rate`` go to the step's logs through TRL's ``log_metric``.
     """
 
     def __init__(self, evaluate, incumbent, dead_band: float = 0.05, on_batch=None):
@@ -92,6 +93,10 @@ class ChannelRewards:
                 batch.append({"row": row, "channels": ch, "gate": ch["latency_gain"] is not None,
                               "outcome": vars(out), "incumbent": vars(inc)})
             self.records.extend(batch)
+            log_metric = kwargs.get("log_metric")     # TRL's hook: extra keys in the step's logs (and TensorBoard)
+            if callable(log_metric) and batch:
+                log_metric("gate_rate", sum(r["gate"] for r in batch) / len(batch))
+                log_metric("valid_rate", sum(r["channels"]["valid"] for r in batch) / len(batch))
             if self.on_batch is not None:
                 self.on_batch(batch)
             self._key, self._values = key, values

@@ -34,6 +34,7 @@ def test_one_grpo_step_on_the_toy_suite(tmp_path):
     history = [json.loads(line) for line in (out / "grpo" / "log_history.jsonl").read_text().splitlines()]
     logged = next(h for h in history if "rewards/task_delta/mean" in h)
     assert math.isfinite(logged["rewards/valid/mean"]) and "frac_reward_zero_std" in logged
+    assert 0 <= logged["gate_rate"] <= 1 and 0 <= logged["valid_rate"] <= 1
     bank = Bank(out / "bank.sqlite")
     assert any(e["run_dir"] == "train/stage3" for e in bank.evaluations())   # the incumbent's evaluation at least
     bank.close()
