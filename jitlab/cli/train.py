@@ -5,6 +5,8 @@ inside the commands, so ``jitlab --help`` stays fast.
     jitlab train data stage2 --set stage1_data=runs/train/data1 --out runs/train/data2
     jitlab train stage1 --config jitlab/train/configs/gpu/stage1.yaml --set data=runs/train/data1 --out runs/train/s1
     jitlab train stage1 --set data=runs/train/data1 --set sft_steps=20 --out runs/train/s1     # CPU defaults
+    jitlab train stage2 --set data=runs/train/data2 --set stage1=runs/train/s1/adapter --out runs/train/s2
+    jitlab train stage3 --set policy=runs/train/s2/adapter --set suite=textworld --out runs/train/s3
 
 Rerunning the same ``stage1`` command resumes it (finished phases are skipped, a killed one restarts from its newest
 checkpoint). ``--set KEY=VALUE`` (repeatable, YAML values) overrides the config file's fields.
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["add_train_commands", "cmd_train_data", "cmd_train_data2", "cmd_train_stage1"]
+__all__ = ["add_train_commands", "cmd_train_data", "cmd_train_data2", "cmd_train_stage1", "cmd_train_stage2",
+           "cmd_train_stage3"]
 
 
 def _overrides(items) -> dict:
@@ -55,13 +58,45 @@ def cmd_train_stage1(args) -> int:
     print(f"jitlab train stage1: {cfg.base} on {cfg.data} -> {args.out}", flush=True)
     manifest = run_stage1(cfg, args.out)
     for name, phase in manifest["phases"].items():
-        if phase.get("skipped"):
-            print(f"  {name}: skipped ({phase['skipped']})")
-        else:
-            print(f"  {name}: {phase['global_step']} steps on {phase['examples']} examples, loss "
-                  f"{phase['first_loss']} -> {phase['last_loss']}, {phase['wall_s']} s"
-                  + (f" (resumed from {phase['resumed_from']})" if phase.get("resumed_from") else ""))
+        _print_phase(name, phase)
     print(f"adapter: {args.out}/adapter   (use as hf:{args.out}/adapter or plan:hf:{args.out}/adapter)")
+    return 0
+
+
+def _print_phase(name: str, phase: dict) -> None:
+    if phase.get("skipped"):
+        print(f"  {name}: skipped ({phase['skipped']})")
+    else:
+        print(f"  {name}: {phase['global_step']} steps on {phase['examples']} examples, loss "
+              f"{phase['first_loss']} -> {phase['last_loss']}, {phase['wall_s']} s"
+              + (f" (resumed from {phase['resumed_from']})" if phase.get("resumed_from") else ""))
+
+
+def cmd_train_stage2(args) -> int:
+    from jitlab.train.config import Stage2Config, load_config
+    from jitlab.train.stage2 import run_stage2
+    cfg = load_config(Stage2Config, args.config, _overrides(args.set))
+    print(f"jitlab train stage2: {cfg.stage1 or cfg.base} on {cfg.data} -> {args.out}", flush=True)
+    manifest = run_stage2(cfg, args.out)
+    _print_phase("sft", manifest["phases"]["sft"])
+    if manifest.get("eval"):
+        ev = manifest["eval"]
+        print(f"  held-out repair within {ev['rounds']} rounds: {ev['repaired']}/{ev['n']} "
+              f"({json.dumps(ev['by_format'])}); records in {args.out}/eval/")
+    print(f"adapter: {args.out}/adapter   (use as plan:hf:{args.out}/adapter or code:hf:{args.out}/adapter)")
+    return 0
+
+
+def cmd_train_stage3(args) -> int:
+    from jitlab.train.config import Stage3Config, load_config
+    from jitlab.train.stage3 import run_stage3
+    cfg = load_config(Stage3Config, args.config, _overrides(args.set))
+    print(f"jitlab train stage3: {cfg.policy or cfg.base} on {cfg.suite} {cfg.split}, executor {cfg.executor} -> "
+          f"{args.out}", flush=True)
+    manifest = run_stage3(cfg, args.out)
+    _print_phase("grpo", manifest["phases"]["grpo"])
+    print(f"  candidates: {json.dumps(manifest['summary'])}")
+    print(f"adapter: {args.out}/adapter   (use as plan:hf:{args.out}/adapter); bank: {args.out}/bank.sqlite")
     return 0
 
 
@@ -88,3 +123,15 @@ def add_train_commands(sub) -> None:
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
     s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
     s.set_defaults(func=cmd_train_stage1)
+    s = tsub.add_parser("stage2", help="Stage II: SFT on repair transitions (on a Stage I adapter), held-out repair "
+                                       "evaluation (resumable)")
+    s.add_argument("--config", help="YAML of Stage2Config fields (default: the CPU profile)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
+    s.set_defaults(func=cmd_train_stage2)
+    s = tsub.add_parser("stage3", help="Stage III (Evo-GDPO): GRPO with gated reward channels, candidates run in the "
+                                       "sandbox against the family's incumbent, conservative bank update (resumable)")
+    s.add_argument("--config", help="YAML of Stage3Config fields (default: the CPU profile)")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
+    s.set_defaults(func=cmd_train_stage3)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 
-__all__ = ["ADAPTER_CONFIG", "BASE_FILE", "is_adapter_dir", "load_adapter", "trainable", "write_base"]
+__all__ = ["ADAPTER_CONFIG", "BASE_FILE", "adapter_chain", "is_adapter_dir", "load_adapter", "trainable", "write_base"]
 
 ADAPTER_CONFIG = "adapter_config.json"
 BASE_FILE = "jitlab_base.json"
@@ -62,6 +62,14 @@ def _base_of(directory: Path) -> tuple[str, list[Path]]:
         raise ConfigError(f"adapter {directory}: base model {base!r} is not a local directory and the folder has no "
                           f"{BASE_FILE}; write one: {{\"base\": \"embedded\"}} or {{\"base\": \"hf:<dir>\"}}")
     return f"hf:{base}", []
+
+
+def adapter_chain(directory: str | Path) -> tuple[str, list[Path]]:
+    """(base spec, [the adapters below it..., the adapter itself]) as absolute paths: what a stage trained on top of
+    this adapter records as its own ``below``."""
+    directory = Path(directory).resolve()
+    base, below = _base_of(directory)
+    return base, [*below, directory]
 
 
 def load_adapter(directory: str | Path, load_base, dtype=None):

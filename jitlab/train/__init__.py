@@ -3,12 +3,17 @@ train LoRA adapters with TRL's stock trainers, and produce adapters jitlab uses 
 
     jitlab train data stage1 --runs runs/grid/* --bank runs/jit-tw/bank.sqlite --out runs/train/data1
     jitlab train stage1 --set data=runs/train/data1 --out runs/train/stage1        # CPU profile (config.py defaults)
-    jitlab jit --suite textworld --generator plan:hf:runs/train/stage1/adapter ...
+    jitlab train data stage2 --set stage1_data=runs/train/data1 --out runs/train/data2
+    jitlab train stage2 --set data=runs/train/data2 --set stage1=runs/train/stage1/adapter --out runs/train/stage2
+    jitlab train stage3 --set policy=runs/train/stage2/adapter --out runs/train/stage3
+    jitlab jit --suite textworld --generator plan:hf:runs/train/stage3/adapter ...
 
 Built so far: Stage I (task-conditioned plan SFT, then Pareto-preference DPO) for the ``plan`` format
 (:mod:`jitlab.jit.generate.plan`): data from an offline teacher (:mod:`jitlab.train.data`), training
 (:mod:`jitlab.train.stage1`); Stage II's data from fault injection (:mod:`jitlab.train.faults`,
-:mod:`jitlab.train.repair_data`). Stage II training and Stage III (Evo-GDPO) are to come.
+:mod:`jitlab.train.repair_data`) and training with held-out repair evaluation (:mod:`jitlab.train.stage2`);
+Stage III, Evo-GDPO on TRL's GRPOTrainer with gated reward channels (:mod:`jitlab.train.evo`,
+:mod:`jitlab.train.stage3`). Shared phase/manifest helpers: :mod:`jitlab.train.common`.
 
 TRL, peft and torch are imported inside functions, so ``import jitlab.train`` is cheap. On a CPU keep
 ``bf16`` and ``gradient_checkpointing`` off (TRL defaults both on); the configs do.
@@ -17,8 +22,10 @@ See README.md in this folder for one line per file.
 from jitlab.train.config import (
     Stage1Config,
     Stage1DataConfig,
+    Stage2Config,
     Stage2DataConfig,
+    Stage3Config,
     load_config,
 )
 
-__all__ = ["Stage1Config", "Stage1DataConfig", "Stage2DataConfig", "load_config"]
+__all__ = ["Stage1Config", "Stage1DataConfig", "Stage2Config", "Stage2DataConfig", "Stage3Config", "load_config"]

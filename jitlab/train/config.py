@@ -17,7 +17,9 @@ import yaml
 from jitlab.errors import ConfigError
 from jitlab.fields import SEED_MAX, check_fields
 
-__all__ = ["CONFIG_DIR", "Stage1Config", "Stage1DataConfig", "Stage2DataConfig", "load_config"]
+__all__ = ["CONFIG_DIR", "Stage1Config", "Stage1DataConfig", "Stage2Config", "Stage2DataConfig", "Stage3Config",
+           "TrainingCommon",
+           "load_config"]
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 _REPORTERS = ("none", "tensorboard", "trackio", "mlflow", "wandb")
@@ -80,28 +82,11 @@ class Stage2DataConfig:
 
 
 @dataclass
-class Stage1Config:
-    """Stage I training: SFT on teacher plans (completion-only loss), then DPO on Pareto pairs, LoRA via peft."""
-    data: str = field(default="", metadata={"help": "folder written by `jitlab train data stage1` (sft.jsonl, "
-                                                    "pairs.jsonl)", "nonempty": True})
+class TrainingCommon:
+    """What every training stage shares: the policy backbone, lengths, batch, LoRA, checkpoints, tracker, precision."""
     base: str = field(default="embedded", metadata={"help": "policy backbone: embedded or hf:<local dir>",
                                                     "nonempty": True})
     max_length: int = field(default=1024, metadata={"help": "tokens per example (prompt + completion)", "min": 16})
-    sft_epochs: float = field(default=2.0, metadata={"help": "SFT epochs (when sft_steps is not set)",
-                                                     "min_exclusive": 0})
-    sft_steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides sft_epochs)",
-                                                          "min": 1})
-    sft_learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})
-    dpo: bool = field(default=True, metadata={"help": "run the DPO step after SFT (skipped when there are no pairs)"})
-    dpo_epochs: float = field(default=1.0, metadata={"help": "DPO epochs (when dpo_steps is not set)",
-                                                     "min_exclusive": 0})
-    dpo_steps: int | None = field(default=None, metadata={"help": "DPO optimizer steps (overrides dpo_epochs)",
-                                                          "min": 1})
-    dpo_learning_rate: float = field(default=5e-5, metadata={"help": "DPO learning rate", "min_exclusive": 0})
-    dpo_beta: float = field(default=0.1, metadata={"help": "DPO beta (strength of the implicit KL)",
-                                                   "min_exclusive": 0})
-    dpo_sft_weight: float = field(default=0.2, metadata={"help": "weight of the NLL-on-chosen term next to the "
-                                                                 "sigmoid DPO loss (RPO-style; 0: plain DPO)", "min": 0})
     batch_size: int = field(default=1, metadata={"help": "per-device batch size", "min": 1})
     grad_accum: int = field(default=4, metadata={"help": "gradient accumulation steps", "min": 1})
     warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps warming up the learning rate",
@@ -135,6 +120,58 @@ class Stage1Config:
 
     def reporters(self) -> list[str]:
         return [r.strip() for r in self.report_to.split(",") if r.strip()] or ["none"]
+
+
+@dataclass
+class Stage1Config(TrainingCommon):
+    """Stage I training: SFT on teacher plans (completion-only loss), then DPO on Pareto pairs, LoRA via peft."""
+    data: str = field(default="", metadata={"help": "folder written by `jitlab train data stage1` (sft.jsonl, "
+                                                    "pairs.jsonl)", "nonempty": True})
+    sft_epochs: float = field(default=2.0, metadata={"help": "SFT epochs (when sft_steps is not set)",
+                                                     "min_exclusive": 0})
+    sft_steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides sft_epochs)",
+                                                          "min": 1})
+    sft_learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})
+    dpo: bool = field(default=True, metadata={"help": "run the DPO step after SFT (skipped when there are no pairs)"})
+    dpo_epochs: float = field(default=1.0, metadata={"help": "DPO epochs (when dpo_steps is not set)",
+                                                     "min_exclusive": 0})
+    dpo_steps: int | None = field(default=None, metadata={"help": "DPO optimizer steps (overrides dpo_epochs)",
+                                                          "min": 1})
+    dpo_learning_rate: float = field(default=5e-5, metadata={"help": "DPO learning rate", "min_exclusive": 0})
+    dpo_beta: float = field(default=0.1, metadata={"help": "DPO beta (strength of the implicit KL)",
+                                                   "min_exclusive": 0})
+    dpo_sft_weight: float = field(default=0.2, metadata={"help": "weight of the NLL-on-chosen term next to the "
+                                                                 "sigmoid DPO loss (RPO-style; 0: plain DPO)", "min": 0})
+
+
+@dataclass
+class Stage2Config(TrainingCommon):
+    """Stage II training: SFT on repair transitions (completion-only loss on the fix), on top of a Stage I adapter when
+    given; then repair success within ``eval_rounds`` rounds on the held-out faults."""
+    data: str = field(default="", metadata={"help": "folder written by `jitlab train data stage2` (repairs.jsonl)",
+                                                    "nonempty": True})
+    stage1: str | None = field(default=None, metadata={"help": "a Stage I adapter folder (e.g. runs/train/s1/adapter): "
+                                                               "trained on top of it (its base replaces --base)"})
+    formats: list = field(default_factory=lambda: ["plan"], metadata={
+        "help": "repair formats trained on: plan and/or code (code prompts are ~3k tokens: GPU profile)"})
+    epochs: float = field(default=2.0, metadata={"help": "SFT epochs (when steps is not set)", "min_exclusive": 0})
+    steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides epochs)", "min": 1})
+    learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})
+    eval: bool = field(default=True, metadata={"help": "evaluate repair on the held-out faults after training"})
+    eval_rounds: int = field(default=2, metadata={"help": "repair rounds allowed in the evaluation", "min": 1})
+    eval_limit: int | None = field(default=None, metadata={"help": "held-out faults evaluated at most (default: all)",
+                                                           "min": 1})
+    eval_executor: str = field(default="scripted:pick-first", metadata={
+        "help": "backbone of the validation smoke episodes (a test double by default: the faults do not depend on "
+                "its replies)", "nonempty": True})
+    allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
+                                                                    "unavailable (recorded)"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        bad = sorted(set(self.formats) - {"code", "plan"})
+        if bad or not self.formats:
+            raise ConfigError(f"--formats must be code and/or plan, got {self.formats!r}")
 
 
 def _coerce(f: dataclasses.Field, text: str):
@@ -179,3 +216,49 @@ def load_config(cls, path: str | Path | None = None, overrides: dict | None = No
         return cls(**data)
     except TypeError as exc:
         raise ConfigError(f"{cls.__name__}: {exc}") from exc
+
+
+@dataclass
+class Stage3Config(TrainingCommon):
+    """Stage III (Evo-GDPO): GRPO on the plan format with the gated, decoupled reward channels of jitlab.train.evo;
+    candidates validated and run in the sandbox against the family's incumbent; conservative bank update."""
+    policy: str | None = field(default=None, metadata={"help": "adapter to start from (Stage II or I: "
+                                                               "runs/train/s2/adapter); default: the bare --base"})
+    suite: str = field(default="textworld", metadata={"help": "suite whose training tasks are sampled",
+                                                      "nonempty": True})
+    split: str = field(default="dev", metadata={"help": "task split (dev or train; never test)", "choices": ["dev", "train"]})
+    tasks: int | None = field(default=None, metadata={"help": "training tasks at most (default: all of the split)",
+                                                      "min": 1})
+    steps: int = field(default=6, metadata={"help": "GRPO optimizer steps", "min": 1})
+    learning_rate: float = field(default=1e-5, metadata={"help": "GRPO learning rate (LoRA)", "min_exclusive": 0})
+    num_generations: int = field(default=4, metadata={"help": "group size G: candidates sampled per task", "min": 2})
+    max_completion_length: int = field(default=96, metadata={"help": "tokens per sampled plan", "min": 8})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
+    beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})
+    num_iterations: int = field(default=1, metadata={"help": "clipped updates per generated group (mu)", "min": 1})
+    epsilon: float = field(default=0.2, metadata={"help": "PPO clip range", "min_exclusive": 0})
+    weights: list = field(default_factory=lambda: [0.25, 1.0, 0.25, 0.25], metadata={
+        "help": "reward_weights of the channels valid, task_delta, latency_gain, cost_gain"})
+    dead_band: float = field(default=0.05, metadata={"help": "|log ratio| below which an efficiency gain counts 0",
+                                                     "min": 0})
+    latency_proxy: str = field(default="calls", metadata={"help": "deterministic latency proxy: backbone calls or "
+                                                                  "decoded tokens per task", "choices": ["calls", "tokens"]})
+    executor: str = field(default="embedded", metadata={"help": "frozen backbone that runs the candidates' episodes",
+                                                        "nonempty": True})
+    episode_steps: int = field(default=5, metadata={"help": "step cap of each evaluation episode", "min": 1})
+    smoke_steps: int = field(default=2, metadata={"help": "validation smoke steps", "min": 0})
+    fallback_incumbent: str = field(default="react", metadata={
+        "help": "seed that stands as incumbent for a family the bank has no evaluation of", "nonempty": True})
+    bank: str | None = field(default=None, metadata={"help": "bank to start from (copied into the run folder; "
+                                                             "default: a fresh B0 of the seed harnesses)"})
+    allow_unisolated: bool = field(default=False, metadata={"help": "run candidates without bubblewrap when it is "
+                                                                    "unavailable (recorded)"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.split not in ("dev", "train"):
+            raise ConfigError(f"--split must be dev or train, got {self.split!r}: the meta-agent never trains on test")
+        if self.latency_proxy not in ("calls", "tokens"):
+            raise ConfigError(f"--latency-proxy must be calls or tokens, got {self.latency_proxy!r}")
+        if len(self.weights) != 4:
+            raise ConfigError(f"--weights needs 4 numbers (valid, task_delta, latency_gain, cost_gain), got {self.weights!r}")

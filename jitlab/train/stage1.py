@@ -24,57 +24,23 @@ Rerunning with another config or other data into the same ``out`` is refused (Co
 """
 from __future__ import annotations
 
-import json
-import os
-import time
 from dataclasses import asdict
 from pathlib import Path
 
-from jitlab.errors import ConfigDrift, ConfigError
+from jitlab.errors import ConfigError
+from jitlab.train import common
+from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import Stage1Config
-from jitlab.train.records import (
-    file_sha256,
-    read_jsonl,
-    versions,
-    write_json,
-    write_jsonl,
-)
+from jitlab.train.records import file_sha256, read_jsonl, write_json
 
 __all__ = ["lora_config", "run_stage1", "training_arguments"]
 
-DONE = "DONE"
-
-
-def lora_config(cfg: Stage1Config):
-    from peft import LoraConfig
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=cfg.target_modules, task_type="CAUSAL_LM")
-
 
 def training_arguments(cfg: Stage1Config, phase: str, output_dir: Path) -> dict:
-    """The TrainingArguments fields both phases share; CPU-safe precision and checkpointing from the config."""
-    steps = cfg.sft_steps if phase == "sft" else cfg.dpo_steps
-    epochs = cfg.sft_epochs if phase == "sft" else cfg.dpo_epochs
-    return {
-        "output_dir": str(output_dir), "max_length": cfg.max_length, "num_train_epochs": epochs,
-        "max_steps": steps or -1,
-        "learning_rate": cfg.sft_learning_rate if phase == "sft" else cfg.dpo_learning_rate,
-        "per_device_train_batch_size": cfg.batch_size, "gradient_accumulation_steps": cfg.grad_accum,
-        "warmup_steps": cfg.warmup_ratio, "lr_scheduler_type": cfg.lr_scheduler, "logging_steps": cfg.logging_steps,
-        "save_strategy": "steps", "save_steps": cfg.save_steps, "save_total_limit": cfg.save_total_limit,
-        "report_to": [r for r in cfg.reporters() if r != "none"] or "none", "bf16": cfg.bf16,
-        "gradient_checkpointing": cfg.gradient_checkpointing, "use_cpu": cfg.use_cpu, "seed": cfg.seed,
-        "data_seed": cfg.seed,
-        "dataloader_num_workers": 0, "disable_tqdm": True}
-
-
-def _check_reporters(cfg: Stage1Config) -> None:
-    import importlib.util
-    module = {"tensorboard": "tensorboard", "trackio": "trackio", "mlflow": "mlflow", "wandb": "wandb"}
-    for name in cfg.reporters():
-        if name in module and importlib.util.find_spec(module[name]) is None:
-            raise ConfigError(f"--report-to {name}: the {name} package is not installed; pip install {name}, or use "
-                              "report_to: tensorboard (installed with jitlab) or none")
+    """The TrainingArguments of phase ``sft`` or ``dpo`` (jitlab.train.common.training_arguments)."""
+    if phase == "sft":
+        return common.training_arguments(cfg, output_dir, cfg.sft_steps, cfg.sft_epochs, cfg.sft_learning_rate)
+    return common.training_arguments(cfg, output_dir, cfg.dpo_steps, cfg.dpo_epochs, cfg.dpo_learning_rate)
 
 
 def _load_data(cfg: Stage1Config) -> tuple[list[dict], list[dict], dict]:
@@ -94,77 +60,17 @@ def _load_data(cfg: Stage1Config) -> tuple[list[dict], list[dict], dict]:
     return sft, pairs, hashes
 
 
-def _fingerprint(cfg: Stage1Config, hashes: dict) -> dict:
-    # what must not change for a resume to be the same run (logging and checkpoint cadence may)
-    skip = {"save_steps", "save_total_limit", "logging_steps", "report_to", "threads"}
-    return {"config": {k: v for k, v in asdict(cfg).items() if k not in skip}, "data": hashes}
-
-
-def _fitting(tokenizer, rows: list[dict], max_length: int, phase: str, margin: int = 8) -> list[dict]:
-    """The rows whose prompt leaves at least ``margin`` tokens of completion within ``max_length`` (TRL truncates
-    from the end, so a longer prompt would train on nothing); ConfigError when none does."""
-    def prompt_tokens(row):
-        text = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-    lengths = [prompt_tokens(r) for r in rows]
-    kept = [r for r, n in zip(rows, lengths) if n + margin <= max_length]
-    if not kept:
-        raise ConfigError(f"max_length {max_length} leaves no room for the plan in any {phase} example: the prompts "
-                          f"are {min(lengths)}-{max(lengths)} tokens; raise max_length (or build the data with fewer "
-                          "k_references)")
-    if len(kept) < len(rows):
-        import logging
-        logging.getLogger(__name__).warning("%s: %d of %d examples dropped: prompt longer than max_length %d - %d",
-                                            phase, len(rows) - len(kept), len(rows), max_length, margin)
-    return kept
-
-
-def _phase(name: str, out: Path, make_trainer, rows: list[dict], base: str, below: list[Path]) -> dict:
-    """Train one phase (resuming from its newest checkpoint), save its adapter; returns its record.
-    ``make_trainer(folder)`` returns (trainer, examples dropped as too long)."""
-    from transformers.trainer_utils import get_last_checkpoint
-    folder = out / name
-    adapter = folder / "adapter"
-    if (adapter / DONE).is_file():
-        return json.loads((adapter / DONE).read_text())
-    folder.mkdir(parents=True, exist_ok=True)
-    resume = get_last_checkpoint(str(folder))
-    start = time.perf_counter()
-    trainer, dropped = make_trainer(folder)
-    result = trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model(str(adapter))
-    from jitlab.llm.adapters import write_base
-    write_base(adapter, base, [os.path.relpath(b, adapter) for b in below])
-    write_jsonl(folder / "log_history.jsonl", trainer.state.log_history)
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    record = {"phase": name, "examples": len(rows), "dropped_too_long": dropped,
-              "global_step": trainer.state.global_step,
-              "resumed_from": Path(resume).name if resume else None, "wall_s": round(time.perf_counter() - start, 2),
-              "train_loss": result.training_loss, "first_loss": losses[0] if losses else None,
-              "last_loss": losses[-1] if losses else None}
-    (adapter / DONE).write_text(json.dumps(record) + "\n")
-    return record
-
-
 def run_stage1(cfg: Stage1Config, out: str | Path) -> dict:
     """Run (or resume) Stage I into ``out``; returns the manifest (see the module docstring)."""
     if cfg.threads:
         import torch
         torch.set_num_threads(cfg.threads)
-    _check_reporters(cfg)
+    common.check_reporters(cfg)
     sft_rows, pairs, hashes = _load_data(cfg)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    fingerprint = _fingerprint(cfg, hashes)
     manifest_path = out / "manifest.json"
-    if manifest_path.is_file():
-        before = json.loads(manifest_path.read_text())
-        if before.get("fingerprint") != fingerprint:
-            raise ConfigDrift(f"{out} holds a Stage I run with another config or other data; choose a new --out "
-                              "(or delete the folder) to start over")
-    manifest = {"kind": "stage1", "config": asdict(cfg), "fingerprint": fingerprint, "data": hashes,
-                "counts": {"sft": len(sft_rows), "pairs": len(pairs)}, "versions": versions(), "phases": {}}
-    write_json(manifest_path, manifest)
+    manifest = open_run(out, "stage1", fingerprint(cfg, hashes), {
+        "config": asdict(cfg), "data": hashes, "counts": {"sft": len(sft_rows), "pairs": len(pairs)}})
 
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
@@ -173,12 +79,12 @@ def run_stage1(cfg: Stage1Config, out: str | Path) -> dict:
 
     def sft_trainer(folder: Path):
         tokenizer, model = load_base(cfg.base)
-        rows = _fitting(tokenizer, sft_rows, cfg.max_length, "sft")
+        rows = fitting(tokenizer, sft_rows, cfg.max_length, "sft")
         dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
         args = SFTConfig(**training_arguments(cfg, "sft", folder), packing=False)
         return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                           peft_config=lora_config(cfg)), len(sft_rows) - len(rows)
-    manifest["phases"]["sft"] = _phase("sft", out, sft_trainer, sft_rows, cfg.base, [])
+    manifest["phases"]["sft"] = train_phase("sft", out, sft_trainer, sft_rows, cfg.base, [])
     last = out / "sft" / "adapter"
 
     if cfg.dpo and pairs:
@@ -186,7 +92,7 @@ def run_stage1(cfg: Stage1Config, out: str | Path) -> dict:
             from peft import PeftModel
             tokenizer, model = load_base(cfg.base)
             model = PeftModel.from_pretrained(model, str(out / "sft" / "adapter")).merge_and_unload()
-            rows = _fitting(tokenizer, pairs, cfg.max_length, "dpo")
+            rows = fitting(tokenizer, pairs, cfg.max_length, "dpo")
             dataset = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]}
                                          for r in rows])
             loss, weights = (["sigmoid", "sft"], [1.0, cfg.dpo_sft_weight]) if cfg.dpo_sft_weight else (["sigmoid"], None)
@@ -194,15 +100,11 @@ def run_stage1(cfg: Stage1Config, out: str | Path) -> dict:
                              loss_weights=weights)
             return DPOTrainer(model=model, ref_model=None, args=args, train_dataset=dataset,
                               processing_class=tokenizer, peft_config=lora_config(cfg)), len(pairs) - len(rows)
-        manifest["phases"]["dpo"] = _phase("dpo", out, dpo_trainer, pairs, cfg.base, [out / "sft" / "adapter"])
+        manifest["phases"]["dpo"] = train_phase("dpo", out, dpo_trainer, pairs, cfg.base, [out / "sft" / "adapter"])
         last = out / "dpo" / "adapter"
     else:
         manifest["phases"]["dpo"] = {"phase": "dpo", "skipped": "dpo: false" if not cfg.dpo else "no pairs"}
 
-    link = out / "adapter"
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(last.relative_to(out), target_is_directory=True)
-    manifest["adapter"] = str(last.relative_to(out))
+    manifest["adapter"] = link_adapter(out, last)
     write_json(manifest_path, manifest)
     return manifest

@@ -1,0 +1,235 @@
+"""Stage III training (Evo-GDPO): GRPO on the ``plan`` format with TRL's ``GRPOTrainer``, the gated and decoupled
+reward channels of :mod:`jitlab.train.evo`, candidates validated and run in the sandbox, and a conservative bank update.
+
+    from jitlab.train.stage3 import run_stage3
+    run_stage3(load_config(Stage3Config, policy="runs/train/s2/adapter", suite="textworld"), "runs/train/s3")
+    jitlab train stage3 --set policy=runs/train/s2/adapter --set steps=6 --out runs/train/s3
+
+Per step: one training task (of ``split``, never test), its plan prompt (``plan:<backbone>``'s own, no references),
+G sampled plans. Each plan is parsed and rendered (``plan_files``), validated in the sandbox (``validate_files``, a
+smoke episode on a sibling dev task) and, when valid, run for ``episode_steps`` steps on the task in the sandbox with
+the frozen ``executor`` (replay cache on). The family's incumbent (``Bank.incumbent``; ``fallback_incumbent`` seed
+when the bank has none) is run the same way on the same task and seed. Evaluations are cached by
+(harness sha, task, seed) in ``evaluations.json``, so repeated plans and incumbents cost nothing. Channels and gating:
+jitlab.train.evo. The latency channel uses a deterministic proxy (backbone calls, or decoded tokens, per task), never
+wall seconds.
+
+Bank (``out/bank.sqlite``, a fresh B0 or a copy of ``bank``): the incumbent's evaluation is recorded; a gated-in
+candidate (valid, keeps or beats the incumbent's reward) is added with the incumbent as parent and recorded, and the
+bank's own conservative rule decides whether it enters the frontier (a tie leaves the incumbent in place). That
+changes later incumbents: the evolutionary part.
+
+Files: ``grpo/`` (checkpoints, ``runs/`` TensorBoard, log_history.jsonl with TRL's ``rewards/<channel>/mean``,
+``frac_reward_zero_std``, ...; adapter/), ``adapter`` -> grpo/adapter, ``completions.jsonl`` (one row per candidate:
+task, sha, channels, gate, outcome, incumbent, bank result), ``evaluations.json``, ``bank.sqlite``, ``manifest.json``.
+Resumable as Stages I and II (jitlab.train.common); evaluations already cached are not rerun.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from dataclasses import asdict
+from pathlib import Path
+
+from jitlab.errors import ConfigError
+from jitlab.train import common
+from jitlab.train.common import fingerprint, link_adapter, lora_config, open_run, train_phase
+from jitlab.train.config import Stage3Config
+from jitlab.train.evo import ChannelRewards, Outcome, grpo_aggregation
+from jitlab.train.records import file_sha256, write_json
+
+__all__ = ["PlanEvaluator", "completion_text", "run_stage3"]
+
+GENERATOR = "plan:stage3"
+
+
+def completion_text(completion) -> str:
+    """The text of a TRL completion (a string, or conversational: a list of messages)."""
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+class PlanEvaluator:
+    """Validate and run plans / harness files in the sandbox, cached by (sha, task, seed) in ``cache_path``."""
+
+    def __init__(self, suite, executor, cfg: Stage3Config, workdir: Path, replay=None):
+        self.suite, self.executor, self.cfg, self.workdir, self.replay = suite, executor, cfg, workdir, replay
+        self.cache_path = workdir / "evaluations.json"
+        self.cache = json.loads(self.cache_path.read_text()) if self.cache_path.is_file() else {}
+        self.files: dict[str, dict] = {}
+        self.hits = self.misses = 0
+        self._lock = threading.Lock()
+
+    def plan(self, text: str, task) -> Outcome:
+        from jitlab.jit.generate.plan import PlanError, parse_plan, plan_files
+        try:
+            files = plan_files(parse_plan(text), GENERATOR)
+        except PlanError as exc:
+            return Outcome(False, meta={"sha": None, "parsed": False, "kind": "parse_error", "error": str(exc)[:200]})
+        return self.harness(files, task)
+
+    def harness(self, files: dict, task) -> Outcome:
+        from jitlab.harness import harness_sha
+        sha = harness_sha(files)
+        self.files[sha] = files
+        key = f"{sha}|{task.id}|{self.cfg.seed}"
+        with self._lock:
+            if key in self.cache:
+                self.hits += 1
+                return Outcome(**{**self.cache[key], "meta": {**self.cache[key]["meta"], "cache_hit": True}})
+            self.misses += 1
+        out = self._run(files, sha, task)
+        with self._lock:
+            self.cache[key] = vars(out)
+            write_json(self.cache_path, self.cache)
+        return Outcome(**{**vars(out), "meta": {**out.meta, "cache_hit": False}})
+
+    def _run(self, files: dict, sha: str, task) -> Outcome:
+        from jitlab.jit.repair import RepairConfig, dev_task_for, validate_files, write_harness
+        from jitlab.runner import drive_episode
+        from jitlab.runtime import Budget, LLMHandle
+        from jitlab.sandbox import SandboxedAgent
+        cfg = self.cfg
+        config = RepairConfig(max_rounds=0, smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated)
+        select = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="select")
+        check = validate_files(files, dev_task_for(self.suite, task), self.suite, select, config,
+                               self.workdir / "validate")
+        meta = {"sha": sha, "parsed": True, "kind": (check.diagnostic or {}).get("kind")}
+        if not check.ok:
+            return Outcome(False, meta=meta)
+        folder = write_harness(files, self.workdir / "harnesses" / sha)
+        llm = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="execute")
+        budget = Budget(max_steps=cfg.episode_steps)
+        result = drive_episode(self.suite, task, lambda env: SandboxedAgent(folder, llm, config.sandbox()), llm,
+                               budget, cfg.seed)
+        latency = llm.calls if cfg.latency_proxy == "calls" else llm.completion_tokens
+        meta.update(status=result.status, success=result.success, tokens=llm.tokens, calls=llm.calls,
+                    tool_calls=result.tool_calls, wall_s=round(result.wall_s, 3))
+        return Outcome(True, float(result.reward), float(latency), float(llm.cost), meta)
+
+
+def _tasks(suite, cfg: Stage3Config) -> list:
+    tasks = suite.tasks(cfg.split)
+    if not tasks:
+        raise ConfigError(f"suite {cfg.suite} has no {cfg.split} task to train on")
+    return tasks[:cfg.tasks] if cfg.tasks else tasks
+
+
+def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
+    """Run (or resume) Stage III into ``out``; returns the manifest (see the module docstring)."""
+    from jitlab.envs.base import get_suite
+    from jitlab.harness import read_files, seed_bank_dir
+    from jitlab.jit.bank import Bank, Evaluation
+    from jitlab.jit.generate.plan import plan_messages
+    from jitlab.llm import get_backbone
+    from jitlab.llm.cache import default_cache
+    from jitlab.train.records import write_jsonl
+    if cfg.threads:
+        import torch
+        torch.set_num_threads(cfg.threads)
+    common.check_reporters(cfg)
+    suite = get_suite(cfg.suite)
+    tasks = _tasks(suite, cfg)
+    by_id = {t.id: t for t in tasks}
+    out = Path(out)
+    base, below = cfg.base, []
+    if cfg.policy:
+        from jitlab.llm.adapters import adapter_chain, is_adapter_dir
+        if not is_adapter_dir(cfg.policy):
+            raise ConfigError(f"--policy {cfg.policy}: not an adapter folder (no adapter_config.json); pass a Stage II "
+                              "or I run's adapter, e.g. runs/train/s2/adapter")
+        base, below = adapter_chain(cfg.policy)
+    hashes = {"policy": [file_sha256(Path(b) / "adapter_model.safetensors") for b in below],
+              "bank": file_sha256(cfg.bank) if cfg.bank else None}
+    manifest = open_run(out, "stage3", fingerprint(cfg, hashes), {
+        "config": asdict(cfg), "base": base, "below": [str(b) for b in below], "tasks": [t.id for t in tasks],
+        "latency_proxy": f"{cfg.latency_proxy} per task (deterministic; wall seconds are not rewarded)"})
+    bank_path = out / "bank.sqlite"
+    if cfg.bank and not bank_path.exists():
+        if not Path(cfg.bank).is_file():
+            raise ConfigError(f"--bank {cfg.bank}: no such file")
+        shutil.copyfile(cfg.bank, bank_path)
+    bank = Bank.create(bank_path, seeds=True)
+    evaluator = PlanEvaluator(suite, get_backbone(cfg.executor), cfg, out, default_cache())
+    completions_path = out / "completions.jsonl"
+    logged: list[dict] = []
+    if completions_path.is_file():
+        logged = [json.loads(line) for line in completions_path.read_text().splitlines() if line.strip()]
+    incumbents: dict[str, str] = {}
+
+    def evaluate(prompts, completions, rows):
+        return [evaluator.plan(completion_text(c), by_id[r["task_id"]]) for c, r in zip(completions, rows)]
+
+    def incumbent(row):
+        task = by_id[row["task_id"]]
+        entry = bank.incumbent(task.family)
+        if entry is not None:
+            files, sha = bank.files(entry.sha), entry.sha
+        else:
+            files = read_files(seed_bank_dir() / cfg.fallback_incumbent)
+            sha = bank.add(files, generator="seed")
+        incumbents[row["task_id"]] = sha
+        inc = evaluator.harness(files, task)
+        bank.update(sha, [_evaluation(Evaluation, task, inc, cfg.seed)])
+        return inc
+
+    def on_batch(batch):
+        for record in batch:
+            row, outcome = record["row"], record["outcome"]
+            task, sha = by_id[row["task_id"]], outcome["meta"].get("sha")
+            record.update(task_id=task.id, sha=sha, incumbent_sha=incumbents.get(task.id), bank=None)
+            if record["gate"] and sha:
+                bank.add(evaluator.files[sha], generator=GENERATOR, parents=[incumbents[task.id]])
+                result = bank.update(sha, [_evaluation(Evaluation, task, Outcome(**outcome), cfg.seed)])
+                record["bank"] = {k: result[k] for k in ("entered_frontier", "on_frontier", "step")}
+            record.pop("row")
+        logged.extend(batch)
+        write_jsonl(completions_path, logged)
+
+    rewards = ChannelRewards(evaluate, incumbent, cfg.dead_band, on_batch)
+    public = {t.id: t.public() for t in tasks}
+    rows = [{"prompt": plan_messages(public[t.id], []), "task_id": t.id} for t in tasks]
+
+    def grpo_trainer(folder: Path):
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+
+        from jitlab.llm.hf import load_base
+        if cfg.policy:
+            from jitlab.llm.adapters import load_adapter
+            tokenizer, model = load_adapter(cfg.policy, load_base)
+        else:
+            tokenizer, model = load_base(base)
+        args = common.training_arguments(cfg, folder, cfg.steps, 1.0, cfg.learning_rate)
+        args.pop("max_length")
+        args.update(per_device_train_batch_size=cfg.num_generations, num_generations=cfg.num_generations,
+                    max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, beta=cfg.beta,
+                    num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, log_completions=False,
+                    **grpo_aggregation(cfg.weights))
+        return GRPOTrainer(model=model, reward_funcs=rewards.functions(), args=GRPOConfig(**args),
+                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                           peft_config=lora_config(cfg)), 0
+    try:
+        manifest["phases"]["grpo"] = train_phase("grpo", out, grpo_trainer, rows, base, below)
+    finally:
+        bank_size, frontier = len(bank.evaluations()), bank.frontier()
+        bank.close()
+    manifest["adapter"] = link_adapter(out, out / "grpo" / "adapter")
+    manifest["summary"] = {
+        "candidates": len(logged), "valid": sum(r["channels"]["valid"] == 1.0 for r in logged),
+        "gated_in": sum(bool(r["gate"]) for r in logged),
+        "entered_frontier": sum(bool((r.get("bank") or {}).get("entered_frontier")) for r in logged),
+        "evaluations_in_bank": bank_size, "frontier_size": len(frontier),
+        "cache": {"hits": evaluator.hits, "misses": evaluator.misses}}
+    write_json(out / "manifest.json", manifest)
+    return manifest
+
+
+def _evaluation(cls, task, outcome: Outcome, seed: int = 0):
+    meta = outcome.meta or {}
+    return cls.for_task(task, success=bool(meta.get("success")), reward=outcome.reward if outcome.valid else 0.0,
+                        tokens=int(meta.get("tokens") or 0), cost=outcome.cost, latency=float(meta.get("wall_s") or 0.0),
+                        tool_calls=int(meta.get("tool_calls") or 0), run_dir="train/stage3",
+                        seed=seed)

@@ -1,0 +1,83 @@
+"""Stage II plumbing without a model: the config, the data's train/held-out selection, and the held-out repair
+evaluation through the real repair loop and sandbox validator, with test-double policies: an oracle that answers each
+recorded prompt with its recorded fix (so the evaluation's prompts must be the training prompts) and a scripted reply
+that fixes nothing."""
+import json
+
+import pytest
+
+from jitlab.errors import ConfigError
+from jitlab.protocol import Completion
+from jitlab.train.config import CONFIG_DIR, Stage2Config, Stage2DataConfig, load_config
+from jitlab.train.repair_data import build_stage2
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from jitlab.sandbox import probe
+    out = tmp_path_factory.mktemp("s2") / "data2"
+    build_stage2(Stage2DataConfig(suite="toy", only=["react", "hiagent"], heldout_seeds=["hiagent"],
+                                  ops=["drop_colon", "rename_class", "unknown_module", "unknown_param"],
+                                  allow_unisolated=not probe()[0]), out)
+    return out
+
+
+class Oracle:
+    """Test double: answers a prompt recorded in repairs.jsonl with its recorded completion, anything else with ''."""
+    id = "oracle"
+
+    def __init__(self, rows):
+        self.answers = {json.dumps(r["prompt"], sort_keys=True): r["completion"][0]["content"] for r in rows}
+        self.hits = 0
+
+    def chat(self, messages, **params):
+        reply = self.answers.get(json.dumps(messages, sort_keys=True), "")
+        self.hits += bool(reply)
+        return Completion(reply)
+
+
+def test_config_defaults_and_gpu_profile():
+    cfg = Stage2Config(data="d")
+    assert cfg.formats == ["plan"] and not cfg.bf16 and cfg.eval_rounds == 2 and cfg.stage1 is None
+    gpu = load_config(Stage2Config, CONFIG_DIR / "gpu" / "stage2.yaml", {"data": "d", "steps": "3"})
+    assert gpu.bf16 and set(gpu.formats) == {"code", "plan"} and gpu.steps == 3 and gpu.max_length >= 4096
+    from jitlab.train.stage2 import training_arguments
+    assert training_arguments(gpu, CONFIG_DIR)["max_steps"] == 3
+    with pytest.raises(ConfigError, match="--formats must be code and/or plan"):
+        Stage2Config(data="d", formats=["prose"])
+
+
+def test_run_refuses_missing_data_and_a_non_adapter_stage1(tmp_path, data):
+    from jitlab.train.stage2 import run_stage2
+    with pytest.raises(ConfigError, match="no repairs.jsonl"):
+        run_stage2(Stage2Config(data=str(tmp_path / "none")), tmp_path / "o")
+    with pytest.raises(ConfigError, match="--stage1 .*not an adapter folder"):
+        run_stage2(Stage2Config(data=str(data), stage1=str(tmp_path)), tmp_path / "o")
+
+
+def test_train_and_heldout_rows_are_disjoint(data):
+    from jitlab.train.stage2 import load_repairs
+    train, _ = load_repairs(data, "train", ["plan", "code"])
+    held, _ = load_repairs(data, "heldout", ["plan", "code"])
+    assert train and held and {r["input"] for r in held} == {"hiagent"} and "hiagent" not in {r["input"] for r in train}
+    with pytest.raises(ConfigError, match="no heldout example of format"):
+        load_repairs(data, "heldout", ["nothing"])
+
+
+@pytest.mark.parametrize("fmt", ["plan", "code"])
+def test_heldout_evaluation_counts_real_repairs(data, tmp_path, fmt):
+    from jitlab.llm.scripted import get_scripted
+    from jitlab.sandbox import probe
+    from jitlab.train.stage2 import evaluate_repair, load_repairs
+    held, _ = load_repairs(data, "heldout", [fmt])
+    oracle = Oracle(held)
+    good = evaluate_repair(oracle, data, tmp_path / "good", [fmt], rounds=2, allow_unisolated=not probe()[0])
+    assert good["n"] == len(held) and good["repaired"] == len(held) and good["rate"] == 1.0
+    assert oracle.hits == len(held)           # one round each: the evaluation sends the training prompts
+    records = [json.loads(line) for line in (tmp_path / "good" / "heldout.jsonl").read_text().splitlines()]
+    assert all(r["outcomes"] == ["fixed"] for r in records)
+    bad = evaluate_repair(get_scripted("reply:no idea"), data, tmp_path / "bad", [fmt], rounds=2, limit=2,
+                          allow_unisolated=not probe()[0])
+    assert bad["n"] == 2 and bad["repaired"] == 0 and bad["by_format"][fmt] == {"n": 2, "repaired": 0}
+    logged = [json.loads(line) for line in (tmp_path / "bad" / "repairs.jsonl").read_text().splitlines()]
+    assert len(logged) == 4 and {t["outcome"] for t in logged} <= {"unchanged", "still_broken"}

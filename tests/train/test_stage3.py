@@ -1,0 +1,46 @@
+"""Stage III plumbing without a policy model: plans validated and run in the real sandbox on the toy suite with a
+scripted executor (a test double), evaluations cached by (sha, task, seed), channels against the incumbent, and the
+config's input checks."""
+import pytest
+
+from jitlab.errors import ConfigError
+from jitlab.train.config import CONFIG_DIR, Stage3Config, load_config
+
+REACT = '{"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"}'
+
+
+def test_config_checks_and_gpu_profile():
+    with pytest.raises(ConfigError, match="never trains on test"):
+        Stage3Config(split="test")
+    with pytest.raises(ConfigError, match="--weights needs 4 numbers"):
+        Stage3Config(weights=[1.0])
+    gpu = load_config(Stage3Config, CONFIG_DIR / "gpu" / "stage3.yaml", {"steps": "2"})
+    assert gpu.bf16 and gpu.num_generations == 8 and gpu.steps == 2
+
+
+def test_plans_are_validated_run_and_cached_and_scored_against_the_incumbent(tmp_path):
+    from jitlab.envs.base import get_suite
+    from jitlab.harness import read_files, seed_bank_dir
+    from jitlab.llm import get_backbone
+    from jitlab.sandbox import probe
+    from jitlab.train.evo import ChannelRewards
+    from jitlab.train.stage3 import PlanEvaluator
+    cfg = Stage3Config(suite="toy", executor="scripted:pick-first", episode_steps=3, smoke_steps=1,
+                       allow_unisolated=not probe()[0])
+    suite = get_suite("toy")
+    task = suite.tasks("dev")[0]
+    ev = PlanEvaluator(suite, get_backbone(cfg.executor), cfg, tmp_path)
+    good = ev.plan(REACT, task)
+    assert good.valid and good.meta["status"] in ("ok", "budget") and good.latency == good.meta["calls"] > 0
+    assert not ev.plan("not a plan", task).valid
+    again = ev.plan(REACT, task)
+    assert again.meta["cache_hit"] and again.reward == good.reward and ev.hits == 1
+    assert (tmp_path / "evaluations.json").is_file()
+
+    inc_files = read_files(seed_bank_dir() / "random")
+    rewards = ChannelRewards(lambda p, cs, rows: [ev.plan(c, task) for c in cs],
+                             lambda row: ev.harness(inc_files, task))
+    values = {f.__name__: f(prompts=["p"] * 2, completions=[REACT, "junk"], task_id=["t", "t"])
+              for f in rewards.functions()}
+    assert values["valid"] == [1.0, 0.0] and values["latency_gain"][1] is None
+    assert len(rewards.records) == 2     # one evaluation for the four channel functions
