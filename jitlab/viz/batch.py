@@ -357,7 +357,9 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
         _write_manifest(manifest_path, manifest)
         for proc in list((getattr(pool, "_processes", None) or {}).values()):  # no public way to stop busy workers
             proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        # wait for the pool's manager thread to see its dead workers and close its pipe; left running, it races
+        # the interpreter's exit hook that writes to that pipe (OSError: Bad file descriptor at exit, CPython 3.11)
+        pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
         bar.close()
