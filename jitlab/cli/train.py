@@ -100,38 +100,34 @@ def cmd_train_stage3(args) -> int:
     return 0
 
 
+def _config_command(sub, name: str, help: str, config: str, out_help: str, func, data: bool = False):
+    """A ``train`` subcommand configured by ``--config`` YAML of ``config``'s fields plus ``--set`` overrides."""
+    s = sub.add_parser(name, help=help)
+    s.add_argument("--config", help=f"YAML of {config} fields" + ("" if data else " (default: the CPU profile)"))
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    s.add_argument("--out", required=True, help=out_help)
+    s.set_defaults(func=func)
+    return s
+
+
 def add_train_commands(sub) -> None:
     """Register ``jitlab train`` on the ``jitlab`` parser's subparsers."""
     p = sub.add_parser("train", help="build training data and train the meta-agent (TRL + peft)")
     tsub = p.add_subparsers(dest="train_command", required=True)
     d = tsub.add_parser("data", help="build a stage's training data from recorded runs and banks")
     dsub = d.add_subparsers(dest="data_stage", required=True)
-    s = dsub.add_parser("stage1", help="Stage I: each dev task's best valid plan (SFT) and Pareto pairs (DPO)")
+    s = _config_command(dsub, "stage1", "Stage I: each dev task's best valid plan (SFT) and Pareto pairs (DPO)",
+                        "Stage1DataConfig", "folder for sft.jsonl, pairs.jsonl, manifest.json", cmd_train_data, data=True)
     s.add_argument("--runs", nargs="+", metavar="RUN_DIR", help="run directories (jitlab run / jit)")
     s.add_argument("--bank", nargs="+", metavar="BANK", help="bank.sqlite files whose evaluations count too")
-    s.add_argument("--config", help="YAML of Stage1DataConfig fields")
-    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
-    s.add_argument("--out", required=True, help="folder for sft.jsonl, pairs.jsonl, manifest.json")
-    s.set_defaults(func=cmd_train_data)
-    s = dsub.add_parser("stage2", help="Stage II: faults injected into valid harnesses, with their known fix")
-    s.add_argument("--config", help="YAML of Stage2DataConfig fields")
-    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
-    s.add_argument("--out", required=True, help="folder for repairs.jsonl, manifest.json")
-    s.set_defaults(func=cmd_train_data2)
-    s = tsub.add_parser("stage1", help="Stage I: SFT then DPO, LoRA adapter loadable as hf:<out>/adapter (resumable)")
-    s.add_argument("--config", help="YAML of Stage1Config fields (default: the CPU profile)")
-    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
-    s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
-    s.set_defaults(func=cmd_train_stage1)
-    s = tsub.add_parser("stage2", help="Stage II: SFT on repair transitions (on a Stage I adapter), held-out repair "
-                                       "evaluation (resumable)")
-    s.add_argument("--config", help="YAML of Stage2Config fields (default: the CPU profile)")
-    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
-    s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
-    s.set_defaults(func=cmd_train_stage2)
-    s = tsub.add_parser("stage3", help="Stage III (Evo-GDPO): GRPO with gated reward channels, candidates run in the "
-                                       "sandbox against the family's incumbent, conservative bank update (resumable)")
-    s.add_argument("--config", help="YAML of Stage3Config fields (default: the CPU profile)")
-    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
-    s.add_argument("--out", required=True, help="run folder (rerun the same command to resume)")
-    s.set_defaults(func=cmd_train_stage3)
+    _config_command(dsub, "stage2", "Stage II: faults injected into valid harnesses, with their known fix",
+                    "Stage2DataConfig", "folder for repairs.jsonl, manifest.json", cmd_train_data2,
+                    data=True)
+    resume = "run folder (rerun the same command to resume)"
+    _config_command(tsub, "stage1", "Stage I: SFT then DPO, LoRA adapter loadable as hf:<out>/adapter (resumable)",
+                    "Stage1Config", resume, cmd_train_stage1)
+    _config_command(tsub, "stage2", "Stage II: SFT on repair transitions (on a Stage I adapter), held-out repair "
+                    "evaluation (resumable)", "Stage2Config", resume, cmd_train_stage2)
+    _config_command(tsub, "stage3", "Stage III (Evo-GDPO): GRPO with gated reward channels, candidates run in the "
+                    "sandbox against the family's incumbent, conservative bank update (resumable)",
+                    "Stage3Config", resume, cmd_train_stage3)

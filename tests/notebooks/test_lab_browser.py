@@ -10,11 +10,9 @@ Skipped when chromium/chromedriver are missing (`make setup` installs them)."""
 import json
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -22,24 +20,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = "/usr/bin/chromedriver"
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)),
-                                 reason="needs Debian chromium + chromium-driver (`apt-get install -y chromium "
-                                        "chromium-driver`)")]
+sys.path.insert(0, str(REPO / "tests"))
+from browser_helpers import N_FIGURES, WALK, headless_chromium, requires_chromium  # noqa: E402
+
+pytestmark = [pytest.mark.slow, requires_chromium]
 selenium = pytest.importorskip("selenium")
 pytest.importorskip("jupyterlab")
-from selenium import webdriver  # noqa: E402  (after the importorskip)
-from selenium.webdriver.chrome.service import Service  # noqa: E402  (after the importorskip)
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402  (after the importorskip)
 
-# every element, descending into shadow roots (bokeh renders inside them)
-_WALK = "function walk(r, out){ for (const el of r.querySelectorAll('*')) { out.push(el); " \
-        "if (el.shadowRoot) walk(el.shadowRoot, out); } return out; } const all = walk(document, []);"
-# bokeh plot roots that painted: a bk-Figure with a canvas below it
-N_PLOTS = _WALK + "return all.filter(e => e.classList.contains('bk-Figure') && " \
-                  "walk(e.shadowRoot || e, []).some(c => c.tagName === 'CANVAS')).length;"
 # tqdm.auto's widget: an ipywidgets progress bar inside an output area, with tqdm's text next to it
 PROGRESS = "return Array.from(document.querySelectorAll('.jp-OutputArea .widget-hprogress')).map(" \
            "e => e.parentElement.textContent.replace(/\\u2007/g, ' '));"   # tqdm pads with figure spaces
@@ -117,15 +105,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture
 def browser():
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1400,1500",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='jitlab-chromium-')}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    driver.set_page_load_timeout(60)
+    driver = headless_chromium("1400,1500", 60, "--disable-dev-shm-usage")
     yield driver
     driver.quit()
 
@@ -176,7 +156,7 @@ def test_notebook_00_runs_in_the_lab_with_progress_and_interactive_plots(lab, br
     bars = browser.execute_script(PROGRESS)
     assert bars and "react · textworld" in bars[0] and "episode" in bars[0], bars   # tqdm.auto's widget
     assert "ok " in bars[0] and " tok/s" in bars[0], bars
-    assert browser.execute_script(N_PLOTS) >= 2, "the hvplot bars (reward, tokens) as bokeh plots"
+    assert browser.execute_script(N_FIGURES) >= 2, "the hvplot bars (reward, tokens) as bokeh plots"
     assert (tmp_path / "run" / "summary.json").exists()
     browser.execute_script("window.jupyterapp.commands.execute('notebook:scroll-to-top'); return true;")
     assert shots == [True] and (tmp_path / "00_mid_run.png").stat().st_size > 20_000
@@ -191,11 +171,11 @@ def test_notebook_06_figure_4_is_interactive_in_the_lab(lab, browser, tmp_path):
     nb = _run_all(browser, lab, "06_cost_performance.ipynb", timeout=480)
     assert not _errors(nb), _errors(nb)
     assert not browser.execute_script(ERRORS)
-    assert browser.execute_script(N_PLOTS) >= 3, "hvplot scatter, Figure 4, Figure 5"
+    assert browser.execute_script(N_FIGURES) >= 3, "hvplot scatter, Figure 4, Figure 5"
     # Figure 4's table of pairings (Panel Tabulator): one row per method x backbone
-    rows = browser.execute_script(_WALK + "return all.filter(e => e.classList.contains('tabulator-row')).length;")
+    rows = browser.execute_script(WALK + "return all.filter(e => e.classList.contains('tabulator-row')).length;")
     assert rows == 10, rows
-    browser.execute_script(_WALK + "const f = all.filter(e => e.classList.contains('bk-Figure'));"
+    browser.execute_script(WALK + "const f = all.filter(e => e.classList.contains('bk-Figure'));"
                                    "f[1].scrollIntoView({block: 'start'}); return f.length;")
     time.sleep(1)
     shot = tmp_path / "06_figure4.png"

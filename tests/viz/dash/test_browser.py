@@ -4,39 +4,26 @@ moves the Player with its "next" button, and the page shows the expected plots.
 The run is a TEST FIXTURE (jit_runs_fixture.py, synthetic numbers). The screenshot is written to the
 test's tmp dir (path printed; run with -s to see it). Skipped when chromium/chromedriver are missing
 (`apt-get install chromium chromium-driver`, done by `make setup`)."""
-import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from jit_runs_fixture import make_jit_run
+sys.path.insert(0, str(Path(__file__).parents[2]))
+from browser_helpers import N_FIGURES, WALK, headless_chromium, requires_chromium  # noqa: E402
+from jit_runs_fixture import make_jit_run  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = "/usr/bin/chromedriver"
-pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)),
-                                reason="needs Debian chromium + chromium-driver (/usr/bin/chromedriver); "
-                                       "install with `apt-get install -y chromium chromium-driver`")
+pytestmark = requires_chromium
 selenium = pytest.importorskip("selenium")
-from selenium import webdriver  # noqa: E402  (after the importorskip)
-from selenium.webdriver.chrome.service import Service  # noqa: E402  (after the importorskip)
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402  (after the importorskip)
 
-# every element, descending into shadow roots (bokeh/panel render inside them)
-_WALK = "function walk(r, out){ for (const el of r.querySelectorAll('*')) { out.push(el); " \
-        "if (el.shadowRoot) walk(el.shadowRoot, out); } return out; } const all = walk(document, []);"
-# a bokeh figure that has painted: a bk-Figure element with a canvas somewhere below it
-N_FIGURES = _WALK + "return all.filter(e => e.classList.contains('bk-Figure') && " \
-                    "walk(e.shadowRoot || e, []).some(c => c.tagName === 'CANVAS')).length;"
-NEXT = _WALK + "const b = all.find(e => e.tagName === 'BUTTON' && e.classList.contains('next')); " \
+NEXT = WALK + "const b = all.find(e => e.tagName === 'BUTTON' && e.classList.contains('next')); " \
                "if (b) { b.click(); return true; } return false;"
-TEXT = _WALK + "return all.filter(e => e.shadowRoot).map(e => e.shadowRoot.textContent).join('\\n');"
+TEXT = WALK + "return all.filter(e => e.shadowRoot).map(e => e.shadowRoot.textContent).join('\\n');"
 PLAYER_VALUE = "for (const m of Bokeh.documents[0].all_models) { if (m.type && m.type.endsWith('Player')) " \
                "return m.value; } return null;"
 
@@ -74,14 +61,7 @@ def server(tmp_path):
 
 @pytest.fixture
 def browser():
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1400,1300", f"--user-data-dir={tempfile.mkdtemp(prefix='jitlab-chromium-')}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    driver.set_page_load_timeout(30)
+    driver = headless_chromium("1400,1300", 30)
     yield driver
     driver.quit()
 
@@ -107,5 +87,5 @@ def test_replay_dashboard_in_chromium(server, browser, tmp_path):
     print(f"screenshot: {shot}")
     text = browser.execute_script(TEXT)
     assert "diff against nearest reference" in text and "Fixture variant streaming-3" in text
-    assert browser.execute_script(_WALK + "return all.filter(e => e.tagName === 'IMG' && "
+    assert browser.execute_script(WALK + "return all.filter(e => e.tagName === 'IMG' && "
                                           "e.src.startsWith('data:image/svg+xml')).length;") == 1, "anatomy diagram"
