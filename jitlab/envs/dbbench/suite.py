@@ -31,29 +31,13 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from jitlab.envs.base import Score, TaskSpec, check_choice, interleave
-from jitlab.envs.dbbench.data import DATA_DIR, MODIFY, entry_of, excluded, family_of, load_entries
-from jitlab.envs.dbbench.gold import gold_check, gold_statement, gold_table_hash, row_order, rows_to_answer
-from jitlab.envs.dbbench.scoring import answers_match, mysql_table_md5, normalize_answer, table_hash
-from jitlab.envs.dbbench.sql import build_db, execute, quote, render_result, translate_mysql
+from jitlab.envs.dbbench.data import MODIFY, entry_of, excluded, family_of, load_entries
+from jitlab.envs.dbbench.gold import gold_statement, gold_table_hash, row_order, rows_to_answer
+from jitlab.envs.dbbench.scoring import answers_match, normalize_answer, table_hash
+from jitlab.envs.dbbench.sql import build_db, execute, quote, render_result
 from jitlab.protocol import Agent, Capability, Decision, Observation
 
-__all__ = [
-    "COMMIT_ANSWER",
-    "DATA_DIR",
-    "EXECUTE_SQL",
-    "DBBenchConfig",
-    "DBBenchEnv",
-    "DBBenchOracle",
-    "DBBenchSuite",
-    "answers_match",
-    "excluded",
-    "gold_check",
-    "load_entries",
-    "mysql_table_md5",
-    "normalize_answer",
-    "table_hash",
-    "translate_mysql",
-]
+__all__ = ["COMMIT_ANSWER", "EXECUTE_SQL", "DBBenchConfig", "DBBenchEnv", "DBBenchOracle", "DBBenchSuite"]
 
 EXECUTE_SQL = Capability(
     "execute_sql", "Run one SQL statement (SQLite) on the task's database and see its result or error.",
