@@ -19,7 +19,7 @@ import sys
 import typing
 from dataclasses import MISSING, fields
 
-__all__ = ["add_config_arguments", "backbone_options", "config_from_args", "unfinished"]
+__all__ = ["add_config_arguments", "backbone_options", "config_from_args", "key_values", "unfinished"]
 
 _TYPES = {"int": int, "float": float, "str": str}
 
@@ -66,13 +66,22 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, *, required=(), e
                             help=text + shown)
 
 
+def key_values(items, option: str) -> list[tuple[str, str]]:
+    """``KEY=VALUE`` strings of a repeatable option as (key, value text) pairs; anything else is a ConfigError."""
+    from jitlab.errors import ConfigError
+    pairs = []
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{option} expects KEY=VALUE, got {item!r}")
+        pairs.append((key.strip(), value))
+    return pairs
+
+
 def backbone_options(args) -> dict:
     """``--backbone-option KEY=VALUE`` (repeatable, JSON values) plus ``--api-base`` as a dict."""
     out = {}
-    for item in getattr(args, "backbone_option", None) or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--backbone-option expects key=value, got {item!r}")
+    for key, value in key_values(getattr(args, "backbone_option", None), "--backbone-option"):
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:

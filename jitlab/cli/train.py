@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import json
 
+from jitlab.cli.options import key_values
+
 __all__ = ["add_train_commands", "cmd_train_data", "cmd_train_data2", "cmd_train_stage1", "cmd_train_stage2",
            "cmd_train_stage3"]
 
 
 def _overrides(items) -> dict:
-    from jitlab.errors import ConfigError
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = value
-    return out
+    return dict(key_values(items, "--set"))
 
 
 def cmd_train_data(args) -> int:
