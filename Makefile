@@ -10,7 +10,7 @@ STAMP := $(VENV)/.jitlab-setup
 APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow bench lab gemma clean-venv
+.PHONY: setup demo test test-slow bench lab gemma docs-notebooks clean-venv
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -46,6 +46,15 @@ gemma: setup
 # JupyterLab on the project (notebooks/), the venv's python3 kernel; 127.0.0.1 only, with Jupyter's own token
 lab: setup
 	$(BIN)/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+
+# docs/notebooks/: an executed HTML copy of each notebook, run with its default parameters on the embedded model
+# (08 inspects the committed full-budget ReAct export); reruns skip notebooks that finished ok
+DOCS_NOTEBOOKS := 00_quickstart 01_seed_bank 05_static_vs_streaming 06_cost_performance
+docs-notebooks: setup
+	for nb in $(DOCS_NOTEBOOKS); do $(BIN)/jitlab batch notebooks/$$nb.ipynb --grid notebooks/grids/defaults.yaml \
+	  --out runs/docs/$$nb --parallel 1 --html docs/notebooks || exit 1; done
+	$(BIN)/jitlab batch notebooks/08_inspect_a_run.ipynb --grid notebooks/grids/08_docs.yaml \
+	  --out runs/docs/08_inspect_a_run --html docs/notebooks
 
 bench: setup
 	$(BIN)/python benchmarks/backbone_throughput.py

@@ -55,7 +55,7 @@ from jitlab.errors import ConfigError, JitlabError
 from jitlab.fields import check_fields
 from jitlab.progress import Progress
 
-__all__ = ["BatchConfig", "load_grid", "combinations", "run_batch", "MANIFEST"]
+__all__ = ["BatchConfig", "load_grid", "combinations", "run_batch", "export_html", "MANIFEST"]
 
 MANIFEST = "manifest.json"
 
@@ -80,6 +80,9 @@ class BatchConfig:
     executor: str = field(default="local", metadata={"help": "'local' (worker processes here) or 'ray' (one Ray "
                                                             "task per run, --parallel at once; RAY_ADDRESS picks the "
                                                             "cluster)", "choices": ("local", "ray")})
+    html: str | None = field(default=None, metadata={"help": "also write each ok run's executed notebook as HTML "
+                                                             "into this folder (<notebook>.html for a one-run grid, "
+                                                             "else <notebook>-<id>.html)", "metavar": "DIR"})
 
     def __post_init__(self):
         check_fields(self)
@@ -243,8 +246,27 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
     ok = sum(r["status"] == "ok" for r in runs)
     manifest["summary"] = {"total": len(runs), "ok": ok, "failed": sum(r["status"] == "failed" for r in runs),
                            "skipped": sum(bool(r.get("skipped")) for r in runs)}
+    if cfg.html:
+        for run in runs:
+            if run["status"] == "ok":
+                name = notebook.stem if len(runs) == 1 else f"{notebook.stem}-{run['id']}"
+                run["html"] = str(export_html(run["output"], Path(cfg.html) / f"{name}.html"))
     _write_manifest(manifest_path, manifest)
     return manifest
+
+
+def export_html(notebook: str | Path, path: str | Path) -> Path:
+    """``notebook`` (executed) as a standalone HTML page with its outputs, at ``path``. Interactive bokeh outputs
+    keep working in a browser online (they load BokehJS from its CDN)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(str(notebook), as_version=4))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(body, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def _execute_args(cfg: BatchConfig, notebook: Path, out: Path, run: dict) -> tuple:
@@ -254,7 +276,13 @@ def _execute_args(cfg: BatchConfig, notebook: Path, out: Path, run: dict) -> tup
         cwd = str((out / run["id"]).resolve())
         Path(cwd).mkdir(parents=True, exist_ok=True)
     return (str(notebook), run["output"], {**run["params"], **cfg.caps()}, cfg.kernel, cwd, cfg.timeout_s,
-            {"JITLAB_SPEND_ROOT": str(out.resolve()), "JITLAB_OUT_ROOT": str((out / run["id"]).resolve())})
+            {**_kernel_env(cfg, out), "JITLAB_OUT_ROOT": str((out / run["id"]).resolve())})
+
+
+def _kernel_env(cfg: BatchConfig, out: Path) -> dict:
+    """Environment of every run's kernel: the batch's spend root; with ``html``, plots load their JS from a CDN
+    (jitlab.viz.notebook.setup) so the HTML copies stay small."""
+    return {"JITLAB_SPEND_ROOT": str(out.resolve()), **({"JITLAB_NOTEBOOK_CDN": "1"} if cfg.html else {})}
 
 
 def _finished(run: dict, result: dict, manifest: dict, manifest_path: Path, echo) -> None:
@@ -315,7 +343,7 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
     caps; on SIGTERM / Ctrl-C the unfinished runs are marked failed and the workers stopped."""
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")   # no fork of a threaded parent (pool, zmq)
-    env = {"JITLAB_SPEND_ROOT": str(out.resolve())}
+    env = _kernel_env(cfg, out)
     queue, futures = list(todo), {}
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None

@@ -286,9 +286,13 @@ def _json(text, default):
 
 def trajectory(rec: dict, episode_id: int | None = None):
     """The steps of one episode (default: the first finished one): step, tool, args, thought,
-    observation, reward, done, tokens, and from the trace the directive and exposed capabilities."""
+    observation, reward, done, tokens, and from the trace the directive and exposed capabilities. An export
+    (results/) keeps no thoughts, observations or traces: those columns are empty."""
     episode_id = _episode(rec, episode_id)
     steps = rec["steps"][rec["steps"]["episode_id"] == episode_id].sort_values("step").copy()
+    for col in ("thought", "observation", "trace"):
+        if col not in steps:
+            steps[col] = None
     traces = [_json(t, {}) for t in steps["trace"]]
     steps["directive"] = [t.get("directive") for t in traces]
     steps["capabilities"] = [t.get("capabilities") for t in traces]
@@ -304,7 +308,7 @@ def backbone_calls(rec: dict, episode_id: int | None = None, full: bool = False)
     if episode_id != -1:
         calls = calls[calls["episode_id"] == _episode(rec, episode_id)]
     calls = calls.copy()
-    if not full:
+    if not full and "messages" in calls:   # an export (results/) has per-call aggregates, no messages or replies
         calls["n_messages"] = [len(_json(m, [])) for m in calls["messages"]]
         calls["text"] = calls["text"].fillna("").str.slice(0, 200)
         calls = calls.drop(columns=["messages"])

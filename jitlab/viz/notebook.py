@@ -17,6 +17,7 @@ run: pick, then run them (Shift-Enter, or Run > Run Selected Cell and All Below)
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = ["setup", "interactive", "pareto_explorer", "list_runs", "run_picker", "runs_chooser"]
@@ -26,14 +27,17 @@ PAIRING_COLUMNS = ["method", "backbone", "n", "score", "cost_per_case", "tokens_
 
 
 def setup(tables: bool = False) -> None:
-    """Load HoloViews' bokeh backend into the notebook, resources inline, and register ``df.hvplot``; with
-    ``tables``, Panel's Tabulator too (``pareto_explorer``). Call it before the first plot; again is harmless."""
+    """Load HoloViews' bokeh backend into the notebook, resources inline (works offline), and register
+    ``df.hvplot``; with ``tables``, Panel's Tabulator too (``pareto_explorer``). Call it before the first plot; again
+    is harmless. ``JITLAB_NOTEBOOK_CDN=1`` (set by ``jitlab batch --html``) loads BokehJS and Panel's JS from their
+    CDN instead, so an HTML copy is ~100 kB, not ~3 MB, and needs a network to draw its plots."""
     import holoviews as hv
-    hv.notebook_extension.inline = True      # hvplot's own extension call (on import) then inlines too
+    inline = os.environ.get("JITLAB_NOTEBOOK_CDN") != "1"
+    hv.notebook_extension.inline = inline    # hvplot's own extension call (on import) then follows it
     import hvplot.pandas  # noqa: F401  (registers DataFrame.hvplot; loads the bokeh extension in a notebook)
     if tables:
         import panel as pn
-        pn.extension("tabulator", inline=True)
+        pn.extension("tabulator", inline=inline)
 
 
 def interactive(fig):

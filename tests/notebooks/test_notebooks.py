@@ -53,7 +53,7 @@ def test_notebooks_have_parameters_and_smoke():
 
 def test_01_seed_bank_smoke(tmp_path):
     runs, figs = tmp_path / "runs", tmp_path / "figures"
-    nb = _execute("01_seed_bank.ipynb", tmp_path, smoke=True, out_root=str(runs), figures_out=str(figs))
+    nb = _execute("01_seed_bank.ipynb", tmp_path, smoke=True, suites=SUITES, out_root=str(runs), figures_out=str(figs))
     seeds = _seeds()
     assert len(seeds) == 13 and "random" not in seeds
 

@@ -164,3 +164,32 @@ def test_a_batch_killed_by_timeout_marks_its_runs_failed(tmp_path):
     assert proc.returncode == 2 and "batch stopped by signal 15" in err and "Traceback" not in err
     run = json.loads((out / "manifest.json").read_text())["runs"][0]
     assert run["status"] == "failed" and "batch stopped" in run["error"]
+
+
+def test_html_copies_of_the_ok_runs_only(tmp_path):
+    nb = _notebook(tmp_path / "tiny.ipynb")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("runs:\n  - {x: 7}\n  - {x: 8, fail: true}\n")
+    out, html = tmp_path / "batch", tmp_path / "html"
+    manifest = run_batch(BatchConfig(notebook=str(nb), grid=str(grid), out=str(out), parallel=1, cwd="run",
+                                     html=str(html)), echo=lambda *_: None)
+    ok, failed = manifest["runs"]
+    page = (html / f"tiny-{ok['id']}.html").read_text()
+    assert ok["html"].endswith(f"tiny-{ok['id']}.html") and page.startswith("<!DOCTYPE html>")
+    assert "x = 7" in _text(page)   # the injected parameters, with their outputs
+    assert "html" not in failed and sorted(p.name for p in html.iterdir()) == [f"tiny-{ok['id']}.html"]
+    # a one-run grid is named after the notebook; a rerun that skips the ok run still writes its page
+    grid.write_text("runs:\n  - {x: 7}\n")
+    run_batch(BatchConfig(notebook=str(nb), grid=str(grid), out=str(tmp_path / "one"), html=str(html)),
+              echo=lambda *_: None)
+    (html / "tiny.html").unlink()
+    again = run_batch(BatchConfig(notebook=str(nb), grid=str(grid), out=str(tmp_path / "one"), html=str(html)),
+                      echo=lambda *_: None)
+    assert again["runs"][0]["skipped"] and "x = 7" in _text((html / "tiny.html").read_text())
+
+
+def _text(page: str) -> str:
+    """An HTML page's text (code cells are split into highlighting spans)."""
+    import html
+    import re
+    return html.unescape(re.sub(r"<[^>]+>", "", page))

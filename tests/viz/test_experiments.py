@@ -84,6 +84,16 @@ def test_open_run_trajectory_calls_diagnostics_anatomy(grid, tmp_path):
         X.trajectory(rec, 999)
 
 
+def test_an_export_opens_like_a_run(grid, tmp_path):
+    from jitlab.export import export_run
+    export_run(grid.set_index("harness").loc["react", "run_dir"], tmp_path / "export")
+    rec = X.open_run(tmp_path / "export")
+    steps = X.trajectory(rec)          # an export keeps no observations or traces: empty columns, same table
+    assert len(steps) > 0 and steps["observation"].isna().all() and isinstance(steps["args"].iloc[0], dict)
+    calls = X.backbone_calls(rec)      # per-call aggregates, no messages
+    assert len(calls) > 0 and (calls["backbone"] == "scripted:pick-first").all()
+
+
 def test_harness_anatomies_skips_untrusted_code(grid, tmp_path):
     rec = X.open_run(grid.set_index("harness").loc["react", "run_dir"])
     sha = rec["finished"]["harness_sha"].iloc[0]
