@@ -232,7 +232,7 @@ def run_engineer(cfg: EngineerConfig) -> dict:
             _append(log, record)
             shown = f"Δ={record['delta']:+.2f}" if record.get("delta") is not None else \
                 f"invalid: {(record['validation'].get('diagnostic') or {}).get('kind', '')}"
-            say(f"round {r} candidate {i} {proposal.name} {record["sha"][:12]}: {shown}")
+            say(f"round {r} candidate {i} {proposal.name} {record['sha'][:12]}: {shown}")
         kept = best is not None and best[1]["delta"] > 0
         rounds.append({"round": r, "packet_sha": packet_sha, "candidates": len(proposals),
                        "kept": best[1]["sha"] if kept else None, "delta": best[1]["delta"] if best else None})
