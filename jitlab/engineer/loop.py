@@ -48,6 +48,8 @@ class EngineerConfig:
                                                                           "same kind"})
     engineer: str = field(default="rules", metadata={"help": "'rules' (offline rule teacher) or a backbone that "
                                                              "writes patches (embedded, hf:..., litellm:...)"})
+    engineer_tokens: int = field(default=512, metadata={"help": "new tokens per patch a backbone engineer writes",
+                                                        "min": 16})
     split: str = field(default="dev", metadata={"help": "split of the batch"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     batch: int = field(default=6, metadata={"help": "tasks in the batch", "min": 1})
@@ -196,7 +198,8 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     engineer_backbone = None if cfg.engineer == "rules" else _backbone(cfg.engineer,
                                                                         cfg.backbone_options if same_kind else {})
     engineer = make_engineer(cfg.engineer, None if engineer_backbone is None else (
-        lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")))
+        lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")),
+        **({} if engineer_backbone is None else {"max_new_tokens": cfg.engineer_tokens}))
     log = out / "candidates.jsonl"
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
 

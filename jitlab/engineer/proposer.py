@@ -65,7 +65,8 @@ class ModelEngineer:
 
 
 def make_engineer(name: str, new_handle=None, **options):
-    """``rules`` or a backbone name (``new_handle(index)`` gives that backbone's handle for proposal index)."""
+    """``rules`` or a backbone name (``new_handle(index)`` gives that backbone's handle for proposal index);
+    ``options``: ModelEngineer's (max_new_tokens)."""
     if name == "rules":
         return RuleEngineer()
     if new_handle is None:
