@@ -220,7 +220,7 @@ def run_engineer(cfg: EngineerConfig) -> dict:
         for i, proposal in enumerate(proposals):
             start = time.perf_counter()
             scored, patched = evaluate_patch(cfg, base_folder, proposal.text, tasks, current_run, suite, dev_task, out,
-                                             lambda sha, i=i: rdir / f"{i}-{sha[:12]}")
+                                             lambda sha, i=i, rdir=rdir: rdir / f"{i}-{sha[:12]}")
             record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
                       "reply": proposal.reply,
                       "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(base_folder),
