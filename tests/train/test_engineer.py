@@ -96,3 +96,15 @@ def test_grpo_reward_invalid_is_lowest_and_a_good_rule_patch_gains(tmp_path):
     assert rewards[2] == 0.0                                  # the no-op control
     base = json.loads((tmp_path / "grpo" / "runs" / pid[0] / "base" / "summary.json").read_text())
     assert base["success_rate"] == 0.0 and base["n_episodes"] == 3   # the reference, re-run the same way
+
+
+def test_cli_input_errors_are_one_line(tmp_path, capsys):
+    assert main(["train", "engineer", "sft", "--set", f"data={tmp_path / 'none'}", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "no sft.jsonl" in err and "jitlab train engineer data" in err and "Traceback" not in err
+    assert main(["train", "engineer", "data", "--out", str(tmp_path / "d")]) == 2
+    assert "no --loops given" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "packets.jsonl").write_text("")
+    assert main(["train", "engineer", "grpo", "--set", f"data={tmp_path / 'empty'}", "--out", str(tmp_path / "g")]) == 2
+    assert "holds no row" in capsys.readouterr().err
