@@ -7,6 +7,9 @@ inside the commands, so ``jitlab --help`` stays fast.
     jitlab train stage1 --set data=runs/train/data1 --set sft_steps=20 --out runs/train/s1     # CPU defaults
     jitlab train stage2 --set data=runs/train/data2 --set stage1=runs/train/s1/adapter --out runs/train/s2
     jitlab train stage3 --set policy=runs/train/s2/adapter --set suite=textworld --out runs/train/s3
+    jitlab train engineer data --set loops=[runs/eng] --out runs/train/eng-data      # the engineer (issue 13)
+    jitlab train engineer sft --set data=runs/train/eng-data --out runs/train/eng-sft
+    jitlab train engineer grpo --set data=runs/train/eng-data --set policy=runs/train/eng-sft/adapter --out runs/train/eng-grpo
 
 Rerunning the same ``stage1`` command resumes it (finished phases are skipped, a killed one restarts from its newest
 checkpoint). ``--set KEY=VALUE`` (repeatable, YAML values) overrides the config file's fields.
@@ -17,8 +20,8 @@ import json
 
 from jitlab.cli.options import key_values
 
-__all__ = ["add_train_commands", "cmd_train_data", "cmd_train_data2", "cmd_train_stage1", "cmd_train_stage2",
-           "cmd_train_stage3"]
+__all__ = ["add_train_commands", "cmd_engineer_data", "cmd_engineer_grpo", "cmd_engineer_sft", "cmd_train_data",
+           "cmd_train_data2", "cmd_train_stage1", "cmd_train_stage2", "cmd_train_stage3"]
 
 
 def _overrides(items) -> dict:
@@ -95,6 +98,36 @@ def cmd_train_stage3(args) -> int:
     return 0
 
 
+def cmd_engineer_data(args) -> int:
+    from jitlab.train.config import EngineerDataConfig, load_config
+    from jitlab.train.engineer import build_engineer_data
+    manifest = build_engineer_data(load_config(EngineerDataConfig, args.config, _overrides(args.set)), args.out)
+    print(f"{args.out}: {json.dumps(manifest['counts'])}\n  dropped: {json.dumps(manifest['dropped'])}")
+    return 0
+
+
+def cmd_engineer_sft(args) -> int:
+    from jitlab.train.config import EngineerSFTConfig, load_config
+    from jitlab.train.engineer import run_engineer_sft
+    cfg = load_config(EngineerSFTConfig, args.config, _overrides(args.set))
+    print(f"jitlab train engineer sft: {cfg.base} on {cfg.data} -> {args.out}", flush=True)
+    _print_phase("sft", run_engineer_sft(cfg, args.out)["phases"]["sft"])
+    print(f"adapter: {args.out}/adapter   (use as jitlab engineer run --engineer hf:{args.out}/adapter)")
+    return 0
+
+
+def cmd_engineer_grpo(args) -> int:
+    from jitlab.train.config import EngineerGRPOConfig, load_config
+    from jitlab.train.engineer import run_engineer_grpo
+    cfg = load_config(EngineerGRPOConfig, args.config, _overrides(args.set))
+    print(f"jitlab train engineer grpo: {cfg.policy or cfg.base} on {cfg.data} -> {args.out}", flush=True)
+    manifest = run_engineer_grpo(cfg, args.out)
+    _print_phase("grpo", manifest["phases"]["grpo"])
+    print(f"  patches: {json.dumps(manifest['summary'])}")
+    print(f"adapter: {args.out}/adapter   (use as jitlab engineer run --engineer hf:{args.out}/adapter)")
+    return 0
+
+
 def _config_command(sub, name: str, help: str, config: str, out_help: str, func, data: bool = False):
     """A ``train`` subcommand configured by ``--config`` YAML of ``config``'s fields plus ``--set`` overrides."""
     s = sub.add_parser(name, help=help)
@@ -126,3 +159,13 @@ def add_train_commands(sub) -> None:
     _config_command(tsub, "stage3", "Stage III (Evo-GDPO): GRPO with gated reward channels, candidates run in the "
                     "sandbox against the family's incumbent, conservative bank update (resumable)",
                     "Stage3Config", resume, cmd_train_stage3)
+    e = tsub.add_parser("engineer", help="train the harness engineer (issue 13): data from engineer loops, cold-start "
+                                         "SFT, GRPO with Δ success as the reward (resumable)")
+    esub = e.add_subparsers(dest="engineer_stage", required=True)
+    _config_command(esub, "data", "engineer-loop folders -> (packet -> patch) SFT examples of valid, non-regressive "
+                    "patches and the GRPO packets", "EngineerDataConfig", "folder for sft.jsonl, packets.jsonl, "
+                    "manifest.json", cmd_engineer_data, data=True)
+    _config_command(esub, "sft", "cold-start SFT on (packet -> patch), adapter usable as --engineer hf:<out>/adapter",
+                    "EngineerSFTConfig", resume, cmd_engineer_sft)
+    _config_command(esub, "grpo", "GRPO over K sampled patches per packet, reward = Δ success re-run in the sandbox",
+                    "EngineerGRPOConfig", resume, cmd_engineer_grpo)

@@ -35,7 +35,7 @@ from jitlab.errors import ConfigError
 from jitlab.fields import SEED_MAX, check_fields
 from jitlab.runtime import EPISODE_MAX_TOKENS, Budget, LLMHandle
 
-__all__ = ["EngineerConfig", "delta", "run_batch", "run_engineer"]
+__all__ = ["EngineerConfig", "delta", "evaluate_patch", "run_batch", "run_engineer"]
 
 
 @dataclass
@@ -48,6 +48,8 @@ class EngineerConfig:
                                                                           "same kind"})
     engineer: str = field(default="rules", metadata={"help": "'rules' (offline rule teacher) or a backbone that "
                                                              "writes patches (embedded, hf:..., litellm:...)"})
+    engineer_tokens: int = field(default=512, metadata={"help": "new tokens per patch a backbone engineer writes",
+                                                        "min": 16})
     split: str = field(default="dev", metadata={"help": "split of the batch"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     batch: int = field(default=6, metadata={"help": "tasks in the batch", "min": 1})
@@ -145,6 +147,29 @@ def delta(base: dict, patched: dict) -> dict:
             "unpaired": [list(p) for p in unpaired]}
 
 
+def evaluate_patch(cfg: EngineerConfig, base_folder: Path, text: str, tasks: list, reference: dict, suite, dev_task,
+                   out: Path, run_dir) -> tuple[dict, dict | None]:
+    """One candidate as the loop scores it: write base + patch to ``out/patches/<sha16>``, validate it (static checks,
+    then a sandboxed smoke episode on ``dev_task``), and when valid re-run ``tasks`` with it into ``run_dir(sha)``
+    (resumable; replay cache per ``cfg.cache``). Returns (record fields: sha, folder, validation and, when valid, the
+    ``delta`` fields against ``reference`` (a run_batch summary), run_dir, tokens; the patched run's summary or None)."""
+    from jitlab.engineer.patches import apply_patch, patch_identity, validate_patch
+    from jitlab.jit.repair import RepairConfig
+    repair_cfg = RepairConfig(smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
+    sha = patch_identity(base_folder, text)
+    folder = apply_patch(base_folder, text, out / "patches" / sha[:16])
+    llm = LLMHandle(_backbone(cfg.backbone, cfg.backbone_options),
+                    Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg), seed=cfg.seed, phase="select")
+    validation = validate_patch(base_folder, text, suite, dev_task, llm, out / "validate", repair_cfg)
+    record = {"sha": sha, "folder": str(folder), "validation": validation.as_dict()}
+    if not validation.ok:
+        return record, None
+    patched = run_batch(cfg, folder, tasks, run_dir(sha))
+    record |= {**delta(reference, patched), "run_dir": patched["run_dir"], "tokens_per_task": patched["tokens_per_task"],
+               "base_tokens_per_task": reference["tokens_per_task"]}
+    return record, patched
+
+
 def _append(path: Path, record: dict) -> None:
     """One line per candidate: a resumed loop (same round, index and sha) does not write it again."""
     record["id"] = f"{record['round']}:{record['index']}:{record['sha']}"
@@ -158,11 +183,10 @@ def _append(path: Path, record: dict) -> None:
 def run_engineer(cfg: EngineerConfig) -> dict:
     """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``."""
     from jitlab.engineer.packets import build_packet, packet_json
-    from jitlab.engineer.patches import apply_patch, patch_identity, validate_patch
     from jitlab.engineer.proposer import make_engineer
     from jitlab.envs.base import get_suite
     from jitlab.harness import resolve
-    from jitlab.jit.repair import RepairConfig, dev_task_for
+    from jitlab.jit.repair import dev_task_for
     check_fields(cfg)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,12 +194,12 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     base_folder = resolve(cfg.harness)
     tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
     dev_task = dev_task_for(suite, tasks[0])
-    repair_cfg = RepairConfig(smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
     same_kind = cfg.engineer.partition(":")[0] == cfg.backbone.partition(":")[0]
     engineer_backbone = None if cfg.engineer == "rules" else _backbone(cfg.engineer,
                                                                         cfg.backbone_options if same_kind else {})
     engineer = make_engineer(cfg.engineer, None if engineer_backbone is None else (
-        lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")))
+        lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")),
+        **({} if engineer_backbone is None else {"max_new_tokens": cfg.engineer_tokens}))
     log = out / "candidates.jsonl"
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
 
@@ -194,32 +218,24 @@ def run_engineer(cfg: EngineerConfig) -> dict:
         proposals = engineer.propose(packet, cfg.k, current_text)
         best = None
         for i, proposal in enumerate(proposals):
-            sha = patch_identity(base_folder, proposal.text)
-            folder = apply_patch(base_folder, proposal.text, out / "patches" / sha[:16])
             start = time.perf_counter()
-            llm = LLMHandle(_backbone(cfg.backbone, cfg.backbone_options),
-                            Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg), seed=cfg.seed, phase="select")
-            validation = validate_patch(base_folder, proposal.text, suite, dev_task, llm, out / "validate", repair_cfg)
+            scored, patched = evaluate_patch(cfg, base_folder, proposal.text, tasks, current_run, suite, dev_task, out,
+                                             lambda sha, i=i, rdir=rdir: rdir / f"{i}-{sha[:12]}")
             record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
                       "reply": proposal.reply,
                       "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(base_folder),
-                      "parent_patch": current_text, "patch": proposal.text, "sha": sha, "folder": str(folder),
-                      "validation": validation.as_dict(), "suite": cfg.suite, "backbone": cfg.backbone,
-                      "seed": cfg.seed}
-            if validation.ok:
-                run_dir = rdir / f"{i}-{sha[:12]}"
-                patched = run_batch(cfg, folder, tasks, run_dir)
-                d = delta(current_run, patched)
-                record |= {**d, "run_dir": str(run_dir), "base_run_dir": str(packet_dir),
-                           "tokens_per_task": patched["tokens_per_task"],
-                           "base_tokens_per_task": current_run["tokens_per_task"]}
-                if d["delta"] is not None and d["delta"] >= 0 and (best is None or d["delta"] > best[1]["delta"]):
+                      "parent_patch": current_text, "patch": proposal.text, **scored,
+                      "suite": cfg.suite, "backbone": cfg.backbone, "seed": cfg.seed}
+            if patched is not None:
+                record["base_run_dir"] = str(packet_dir)
+                d = record["delta"]
+                if d is not None and d >= 0 and (best is None or d > best[1]["delta"]):
                     best = (proposal, record, patched)
             record["wall_s"] = round(time.perf_counter() - start, 3)
             _append(log, record)
             shown = f"Δ={record['delta']:+.2f}" if record.get("delta") is not None else \
-                f"invalid: {(validation.diagnostic or {}).get('kind', '')}"
-            say(f"round {r} candidate {i} {proposal.name} {sha[:12]}: {shown}")
+                f"invalid: {(record['validation'].get('diagnostic') or {}).get('kind', '')}"
+            say(f"round {r} candidate {i} {proposal.name} {record['sha'][:12]}: {shown}")
         kept = best is not None and best[1]["delta"] > 0
         rounds.append({"round": r, "packet_sha": packet_sha, "candidates": len(proposals),
                        "kept": best[1]["sha"] if kept else None, "delta": best[1]["delta"] if best else None})

@@ -21,11 +21,17 @@ import jinja2
 
 from jitlab.engineer.rules import Proposal, propose_rules, rule_fields
 
-__all__ = ["ModelEngineer", "RuleEngineer", "make_engineer", "render_prompt"]
+__all__ = ["ModelEngineer", "RuleEngineer", "extract_patch", "make_engineer", "render_prompt"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, loader=jinja2.FileSystemLoader(str(TEMPLATES)))
 _BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)  # a reply cut at max tokens: unclosed
+
+
+def extract_patch(reply: str) -> str:
+    """The patch in a model's reply: its first ```python block (to the end when never closed), else the whole reply."""
+    block = _BLOCK.search(reply)
+    return (block.group(1) if block else reply).strip() + "\n"
 
 
 def render_prompt(packet: dict, current: str = "", max_failures: int = 3) -> str:
@@ -53,14 +59,14 @@ class ModelEngineer:
             llm = self.new_handle(i)
             params = {"max_new_tokens": self.max_new_tokens, "temperature": 0.0 if i == 0 else 0.8}
             reply = llm.chat([{"role": "user", "content": prompt}], **params).text
-            block = _BLOCK.search(reply)
-            text = (block.group(1) if block else reply).strip() + "\n"
+            text = extract_patch(reply)
             out.append(Proposal(name=f"{self.name}#{i}", text=text, note=f"{llm.tokens} tokens", reply=reply))
         return out
 
 
 def make_engineer(name: str, new_handle=None, **options):
-    """``rules`` or a backbone name (``new_handle(index)`` gives that backbone's handle for proposal index)."""
+    """``rules`` or a backbone name (``new_handle(index)`` gives that backbone's handle for proposal index);
+    ``options``: ModelEngineer's (max_new_tokens)."""
     if name == "rules":
         return RuleEngineer()
     if new_handle is None:

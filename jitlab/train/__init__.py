@@ -13,13 +13,17 @@ Built so far: Stage I (task-conditioned plan SFT, then Pareto-preference DPO) fo
 (:mod:`jitlab.train.stage1`); Stage II's data from fault injection (:mod:`jitlab.train.faults`,
 :mod:`jitlab.train.repair_data`) and training with held-out repair evaluation (:mod:`jitlab.train.stage2`);
 Stage III, Evo-GDPO on TRL's GRPOTrainer with gated reward channels (:mod:`jitlab.train.evo`,
-:mod:`jitlab.train.stage3`). Shared phase/manifest helpers: :mod:`jitlab.train.common`.
+:mod:`jitlab.train.stage3`); the harness engineer of issue 13 (data from engineer loops, cold-start SFT, GRPO with Δ
+success as the reward: :mod:`jitlab.train.engineer`). Shared phase/manifest helpers: :mod:`jitlab.train.common`.
 
 TRL, peft and torch are imported inside functions, so ``import jitlab.train`` is cheap. On a CPU keep
 ``bf16`` and ``gradient_checkpointing`` off (TRL defaults both on); the configs do.
 See README.md in this folder for one line per file.
 """
 from jitlab.train.config import (
+    EngineerDataConfig,
+    EngineerGRPOConfig,
+    EngineerSFTConfig,
     Stage1Config,
     Stage1DataConfig,
     Stage2Config,
@@ -28,4 +32,5 @@ from jitlab.train.config import (
     load_config,
 )
 
-__all__ = ["Stage1Config", "Stage1DataConfig", "Stage2Config", "Stage2DataConfig", "Stage3Config", "load_config"]
+__all__ = ["EngineerDataConfig", "EngineerGRPOConfig", "EngineerSFTConfig", "Stage1Config", "Stage1DataConfig",
+           "Stage2Config", "Stage2DataConfig", "Stage3Config", "load_config"]

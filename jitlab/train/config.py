@@ -17,9 +17,8 @@ import yaml
 from jitlab.errors import ConfigError
 from jitlab.fields import SEED_MAX, check_fields
 
-__all__ = ["CONFIG_DIR", "Stage1Config", "Stage1DataConfig", "Stage2Config", "Stage2DataConfig", "Stage3Config",
-           "TrainingCommon",
-           "load_config"]
+__all__ = ["CONFIG_DIR", "EngineerDataConfig", "EngineerGRPOConfig", "EngineerSFTConfig", "Stage1Config",
+           "Stage1DataConfig", "Stage2Config", "Stage2DataConfig", "Stage3Config", "TrainingCommon", "load_config"]
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 _REPORTERS = ("none", "tensorboard", "trackio", "mlflow", "wandb")
@@ -262,3 +261,53 @@ class Stage3Config(TrainingCommon):
             raise ConfigError(f"--latency-proxy must be calls or tokens, got {self.latency_proxy!r}")
         if len(self.weights) != 4:
             raise ConfigError(f"--weights needs 4 numbers (valid, task_delta, latency_gain, cost_gain), got {self.weights!r}")
+
+
+@dataclass
+class EngineerDataConfig:
+    """Engineer training data (issue 13): engineer-loop output folders -> (packet -> patch) SFT examples of validated,
+    non-regressive patches, and the packets as GRPO prompts."""
+    loops: list = field(default_factory=list, metadata={"help": "engineer-loop output folders (`jitlab engineer run "
+                                                                 "--out`: candidates.jsonl, summary.json)"})
+    min_delta: float = field(default=0.0, metadata={"help": "a patch is an SFT example when valid and Δ >= this "
+                                                             "(0: non-regressive)", "min": -1, "max": 1})
+    per_packet: int = field(default=2, metadata={"help": "SFT examples per packet at most, largest Δ first (Δ > 0 "
+                                                         "before Δ = 0)", "min": 1})
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+@dataclass
+class EngineerSFTConfig(TrainingCommon):
+    """Engineer cold start: SFT on (packet prompt -> patch), completion-only loss on the patch, a LoRA adapter usable as
+    the loop's engineer (``--engineer hf:<out>/adapter``)."""
+    data: str = field(default="", metadata={"help": "folder written by `jitlab train engineer data` (sft.jsonl)",
+                                            "nonempty": True})
+    max_length: int = field(default=2048, metadata={"help": "tokens per example (a packet prompt is ~1k)", "min": 16})
+    epochs: float = field(default=2.0, metadata={"help": "SFT epochs (when steps is not set)", "min_exclusive": 0})
+    steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides epochs)", "min": 1})
+    learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})
+
+
+@dataclass
+class EngineerGRPOConfig(TrainingCommon):
+    """Engineer GRPO: K patches sampled per packet, reward = Δ success of the patched harness on the packet's batch
+    (validated and re-run in the sandbox as the engineer loop does); TRL normalises the rewards within each group."""
+    data: str = field(default="", metadata={"help": "folder written by `jitlab train engineer data` (packets.jsonl)",
+                                            "nonempty": True})
+    policy: str | None = field(default=None, metadata={"help": "adapter to start from (the cold start: "
+                                                               "runs/train/eng-sft/adapter); default: the bare --base"})
+    packets: int | None = field(default=None, metadata={"help": "packets used at most (default: all)", "min": 1})
+    steps: int = field(default=4, metadata={"help": "GRPO optimizer steps", "min": 1})
+    learning_rate: float = field(default=1e-5, metadata={"help": "GRPO learning rate (LoRA)", "min_exclusive": 0})
+    num_generations: int = field(default=4, metadata={"help": "group size K: patches sampled per packet", "min": 2})
+    max_completion_length: int = field(default=256, metadata={"help": "tokens per sampled patch", "min": 8})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
+    beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})
+    num_iterations: int = field(default=1, metadata={"help": "clipped updates per generated group (mu)", "min": 1})
+    epsilon: float = field(default=0.2, metadata={"help": "PPO clip range", "min_exclusive": 0})
+    invalid_reward: float = field(default=-1.0, metadata={"help": "reward of a patch that fails validation (<= -1, "
+                                                                  "the lowest Δ: never above a valid patch)", "max": -1})
+    allow_unisolated: bool = field(default=False, metadata={"help": "run patches without bubblewrap when it is "
+                                                                    "unavailable (recorded)"})

@@ -39,7 +39,7 @@ from jitlab.train.config import Stage3Config
 from jitlab.train.evo import ChannelRewards, Outcome, grpo_aggregation
 from jitlab.train.records import file_sha256, write_json
 
-__all__ = ["PlanEvaluator", "completion_text", "run_stage3"]
+__all__ = ["PlanEvaluator", "completion_text", "grpo_trainer", "policy_chain", "run_stage3"]
 
 GENERATOR = "plan:stage3"
 
@@ -134,13 +134,7 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
     tasks = _tasks(suite, cfg)
     by_id = {t.id: t for t in tasks}
     out = Path(out)
-    base, below = cfg.base, []
-    if cfg.policy:
-        from jitlab.llm.adapters import adapter_chain, is_adapter_dir
-        if not is_adapter_dir(cfg.policy):
-            raise ConfigError(f"--policy {cfg.policy}: not an adapter folder (no adapter_config.json); pass a Stage II "
-                              "or I run's adapter, e.g. runs/train/s2/adapter")
-        base, below = adapter_chain(cfg.policy)
+    base, below = policy_chain(cfg, "a Stage II or I run's adapter, e.g. runs/train/s2/adapter")
     hashes = {"policy": [file_sha256(Path(b) / "adapter_model.safetensors") for b in below],
               "bank": file_sha256(cfg.bank) if cfg.bank else None}
     manifest = open_run(out, "stage3", fingerprint(cfg, hashes), {
@@ -192,27 +186,10 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
     public = {t.id: t.public() for t in tasks}
     rows = [{"prompt": plan_messages(public[t.id], []), "task_id": t.id} for t in tasks]
 
-    def grpo_trainer(folder: Path):
-        from datasets import Dataset
-        from trl import GRPOConfig, GRPOTrainer
-
-        from jitlab.llm.hf import load_base
-        if cfg.policy:
-            from jitlab.llm.adapters import load_adapter
-            tokenizer, model = load_adapter(cfg.policy, load_base)
-        else:
-            tokenizer, model = load_base(base)
-        args = common.training_arguments(cfg, folder, cfg.steps, 1.0, cfg.learning_rate)
-        args.pop("max_length")
-        args.update(per_device_train_batch_size=cfg.num_generations, num_generations=cfg.num_generations,
-                    max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, beta=cfg.beta,
-                    num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, log_completions=False,
-                    **grpo_aggregation(cfg.weights))
-        return GRPOTrainer(model=model, reward_funcs=rewards.functions(), args=GRPOConfig(**args),
-                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                           peft_config=lora_config(cfg)), 0
+    def make_trainer(folder: Path):
+        return grpo_trainer(cfg, folder, rows, rewards.functions(), base, **grpo_aggregation(cfg.weights)), 0
     try:
-        manifest["phases"]["grpo"] = train_phase("grpo", out, grpo_trainer, rows, base, below)
+        manifest["phases"]["grpo"] = train_phase("grpo", out, make_trainer, rows, base, below)
     finally:
         bank_size, frontier = len(bank.evaluations()), bank.frontier()
         bank.close()
@@ -225,6 +202,38 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
         "cache": {"hits": evaluator.hits, "misses": evaluator.misses}}
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def policy_chain(cfg, example: str) -> tuple[str, list]:
+    """(base spec, adapters below) of the policy GRPO starts from: ``cfg.policy``'s chain, or the bare ``cfg.base``."""
+    if not cfg.policy:
+        return cfg.base, []
+    from jitlab.llm.adapters import adapter_chain, is_adapter_dir
+    if not is_adapter_dir(cfg.policy):
+        raise ConfigError(f"--policy {cfg.policy}: not an adapter folder (no adapter_config.json); pass {example}")
+    return adapter_chain(cfg.policy)
+
+
+def grpo_trainer(cfg, folder: Path, rows: list[dict], reward_funcs: list, base: str, **grpo_args):
+    """TRL's GRPOTrainer on ``rows`` (``prompt`` plus extra columns the reward functions receive), a fresh LoRA on the
+    policy (``cfg.policy`` merged in, or the bare ``base``); the GRPO fields of ``cfg`` (Stage3Config or
+    EngineerGRPOConfig) plus ``grpo_args`` (e.g. the reward aggregation)."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from jitlab.llm.hf import load_base
+    if cfg.policy:
+        from jitlab.llm.adapters import load_adapter
+        tokenizer, model = load_adapter(cfg.policy, load_base)
+    else:
+        tokenizer, model = load_base(base)
+    args = common.training_arguments(cfg, folder, cfg.steps, 1.0, cfg.learning_rate)
+    args.pop("max_length")
+    args.update(per_device_train_batch_size=cfg.num_generations, num_generations=cfg.num_generations,
+                max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, beta=cfg.beta,
+                num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, log_completions=False, **grpo_args)
+    return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=GRPOConfig(**args),
+                       train_dataset=Dataset.from_list(rows), processing_class=tokenizer, peft_config=lora_config(cfg))
 
 
 def _evaluation(cls, task, outcome: Outcome, seed: int = 0):

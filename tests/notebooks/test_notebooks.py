@@ -159,3 +159,33 @@ def test_06_cost_performance_smoke(tmp_path):
     assert len(_outputs(nb, "application/vnd.holoviews_exec.v0+json")) >= 3
     assert not _outputs(nb, "image/png")
     assert _outputs(nb, "application/vnd.jupyter.widget-view+json")      # the runs chooser (and progress bars)
+
+
+@pytest.mark.slow
+def test_07_harness_engineer_smoke(tmp_path):
+    # slow: two 1-step trainings and two model-engineer loops on the embedded model (~2-4 minutes on a loaded CPU)
+    from jitlab.errors import ModelPackageMissing
+    from jitlab.llm.hf import embedded_gguf_path
+    from jitlab.sandbox import probe
+    try:
+        embedded_gguf_path()
+    except ModelPackageMissing as exc:
+        pytest.skip(str(exc))
+    if not probe()[0]:
+        pytest.skip("needs bubblewrap: patches run in the sandbox")
+    runs = tmp_path / "runs"
+    nb = _execute("07_harness_engineer.ipynb", tmp_path, smoke=True, out_root=str(runs))
+    root = runs / "toy-react-scripted_pick-first"
+    teacher = [json.loads(line) for line in (root / "loop-teacher" / "candidates.jsonl").read_text().splitlines()]
+    assert len(teacher) == 2 and all(c["validation"]["ok"] for c in teacher)      # the K = 2 rule patches, scored
+    assert json.loads((root / "data" / "manifest.json").read_text())["counts"]["packets"] == 1
+    for phase in ("sft", "grpo"):
+        assert (root / phase / phase / "adapter" / "DONE").is_file()
+        assert list((root / phase / phase / "runs").rglob("events.out.tfevents.*")), phase
+    assert len((root / "grpo" / "completions.jsonl").read_text().splitlines()) == 2
+    deltas = _rows(root / "engineer_deltas.csv")
+    assert [r["engineer"] for r in deltas] == ["teacher (rules)", "untrained", "trained"]
+    assert deltas[2]["spec"].startswith("hf:") and int(deltas[2]["candidates"]) == 2
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "Reply with the whole hooks.py" in text                               # the packet, as the prompt
+    assert len(_outputs(nb, "application/vnd.holoviews_exec.v0+json")) >= 2      # curves and the Δ bars, interactive

@@ -24,6 +24,16 @@ def test_gpu_profile_ships_inside_the_package_and_loads():
     assert args["bf16"] and args["max_steps"] == 3 and args["report_to"] == ["tensorboard"]
 
 
+def test_engineer_gpu_profiles_load_and_cpu_defaults_hold():
+    from jitlab.train.config import EngineerGRPOConfig, EngineerSFTConfig
+    for cls, name in ((EngineerSFTConfig, "engineer_sft.yaml"), (EngineerGRPOConfig, "engineer_grpo.yaml")):
+        assert not cls(data="d").bf16 and cls(data="d").use_cpu
+        cfg = load_config(cls, CONFIG_DIR / "gpu" / name, {"data": "runs/d"})
+        assert cfg.bf16 and not cfg.use_cpu and cfg.lora_r == 64, name
+    with pytest.raises(ConfigError, match="--invalid-reward must be <= -1"):
+        load_config(EngineerGRPOConfig, None, {"data": "d", "invalid_reward": "0"})
+
+
 @pytest.mark.parametrize("overrides,message", [
     ({"lora_r": "0"}, "--lora-r must be >= 1, got 0"),
     ({"sft_learning_rate": "-1"}, "--sft-learning-rate must be > 0"),

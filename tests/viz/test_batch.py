@@ -107,7 +107,8 @@ def test_the_repository_notebooks_take_the_spend_caps():
     import papermill as pm
 
     from jitlab.paths import repo_root
-    for name in ("00_quickstart", "01_seed_bank", "05_static_vs_streaming", "06_cost_performance"):
+    for name in ("00_quickstart", "01_seed_bank", "05_static_vs_streaming", "06_cost_performance",
+                 "07_harness_engineer"):
         assert {"max_cost", "max_tokens_total"} <= set(pm.inspect_notebook(str(repo_root() / f"notebooks/{name}.ipynb")))
 
 

@@ -1,0 +1,83 @@
+"""Tables for the harness engineer (notebook 07): an engineer loop's candidates, Δ per engineer, training curves.
+
+    from jitlab.viz import engineer as E
+    E.candidates("runs/eng")                        # one row per proposed patch: validity, Δ, success, tokens
+    E.engineer_deltas({"untrained": "runs/eng-0", "trained": "runs/eng-1"})   # Δ per engineer, side by side
+    E.training_curves("runs/train/eng-sft")         # TensorBoard scalars TRL wrote, long format
+    E.episode_of(X.open_run(run_dir), "toy-dev-0")  # the final episode id of a task, for X.trajectory
+
+Everything is read from saved records (candidates.jsonl, summary.json, TensorBoard event files); nothing runs here.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["candidates", "check_spend", "engineer_deltas", "episode_of", "training_curves"]
+
+
+def candidates(loop: str | Path):
+    """One row per candidate of an engineer loop (``candidates.jsonl``), in proposal order."""
+    import pandas as pd
+    rows = []
+    for line in (Path(loop) / "candidates.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        c = json.loads(line)
+        v = c["validation"]
+        rows.append({"round": c["round"], "index": c["index"], "engineer": c["engineer"], "name": c["name"],
+                     "sha": c["sha"][:12], "valid": bool(v["ok"]), "diagnostic": (v.get("diagnostic") or {}).get("kind"),
+                     "delta": c.get("delta"), "base_success": c.get("base"), "patched_success": c.get("patched"),
+                     "tokens_per_task": c.get("tokens_per_task"), "patch": c["patch"], "run_dir": c.get("run_dir")})
+    return pd.DataFrame(rows)
+
+
+def engineer_deltas(loops: dict):
+    """Δ per engineer: candidates, valid share, best and mean Δ over valid patches, kept Δ (summary.json)."""
+    import pandas as pd
+    rows = []
+    for label, loop in loops.items():
+        df = candidates(loop)
+        summary = json.loads((Path(loop) / "summary.json").read_text())
+        valid = df[df["valid"]]
+        rows.append({"engineer": label, "spec": summary["config"]["engineer"], "candidates": len(df),
+                     "valid_rate": valid.shape[0] / len(df) if len(df) else 0.0,
+                     "best_delta": valid["delta"].max() if len(valid) else None,
+                     "mean_delta": valid["delta"].mean() if len(valid) else None,
+                     "kept_delta": summary["delta_batch"], "base_success": summary["base_success"]})
+    return pd.DataFrame(rows)
+
+
+def training_curves(run: str | Path):
+    """Every scalar TRL logged to TensorBoard under ``run`` (``<phase>/runs/*/events.out.tfevents.*``), long format:
+    phase, tag, step, value."""
+    import pandas as pd
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    rows = []
+    for events in sorted(Path(run).glob("*/runs/**/events.out.tfevents.*")):
+        phase = events.relative_to(run).parts[0]
+        acc = EventAccumulator(str(events))
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            rows += [{"phase": phase, "tag": tag, "step": e.step, "value": e.value} for e in acc.Scalars(tag)]
+    return pd.DataFrame(rows, columns=["phase", "tag", "step", "value"])
+
+
+def episode_of(rec: dict, task_id: str) -> int:
+    """The final episode id of ``task_id`` in an opened run (jitlab.viz.experiments.open_run)."""
+    eps = rec["episodes"]
+    match = eps[(eps["task_id"] == task_id) & eps["final"]]
+    if match.empty:
+        from jitlab.errors import ConfigError
+        raise ConfigError(f"task {task_id} has no finished episode in {rec['run_dir']}; pick one of "
+                          f"{', '.join(sorted(set(eps['task_id'])))}")
+    return int(match["id"].iloc[0])
+
+
+def check_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None) -> None:
+    """Raise SpendCapReached when the real backbone spend recorded under ``root`` (or ``$JITLAB_SPEND_ROOT``, set by
+    ``jitlab batch``) reached a cap; a notebook calls it before each run (the engineer loop takes no cap itself)."""
+    from jitlab.viz.experiments import grid_spend
+    spend = grid_spend(root, max_cost, max_tokens_total)
+    if spend is not None:
+        spend.check()
