@@ -49,7 +49,7 @@ lab: setup
 
 # docs/notebooks/: an executed HTML copy of each notebook, run with its default parameters on the embedded model
 # (08 inspects the committed full-budget ReAct export); reruns skip notebooks that finished ok
-DOCS_NOTEBOOKS := 00_quickstart 01_seed_bank 05_static_vs_streaming 06_cost_performance
+DOCS_NOTEBOOKS := 00_quickstart 01_seed_bank 05_static_vs_streaming 06_cost_performance 07_harness_engineer
 docs-notebooks: setup
 	for nb in $(DOCS_NOTEBOOKS); do $(BIN)/jitlab batch notebooks/$$nb.ipynb --grid notebooks/grids/defaults.yaml \
 	  --out runs/docs/$$nb --parallel 1 --html docs/notebooks || exit 1; done
