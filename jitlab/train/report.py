@@ -115,8 +115,11 @@ def fig_curves(df, tags=None, title: str = ""):
     colors = _colors(df["curve"])
     panels = []
     for tag, part in df.groupby("tag", sort=False):
-        curves = [_style(hv.Curve(g.sort_values("step"), "step", "value", label=str(name)), colors[name], width=2)
-                  for name, g in part.groupby("curve", sort=False)]
+        curves = []
+        for name, g in part.groupby("curve", sort=False):     # points too: a one-step run draws no line
+            g = g.sort_values("step")
+            curves += [_style(hv.Curve(g, "step", "value", label=str(name)), colors[name], width=2),
+                       _style(hv.Scatter(g, "step", "value", label=str(name)), colors[name])]
         panels.append(_panel_opts(hv.Overlay(curves), f"{title} {tag}".strip(), "step", tag.split("/", 1)[-1]))
     return hv.Layout(panels).cols(2)
 
