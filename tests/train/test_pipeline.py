@@ -75,7 +75,7 @@ def test_the_smoke_pipeline_end_to_end_and_resumed(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, timeout=1800)
     manifest = json.loads((out / "pipeline.json").read_text())
-    assert list(manifest["steps"]) == list(STEPS) and all(s["status"] == "done" for s in manifest["steps"].values())
+    assert set(manifest["steps"]) == set(STEPS) and all(s["status"] == "done" for s in manifest["steps"].values())
     assert all(s["wall_s"] >= 0 for s in manifest["steps"].values()) and manifest["total_wall_s"] > 0
     steps = manifest["steps"]
     assert steps["stage1"]["outputs"]["phases"]["dpo"]["global_step"] == 1
