@@ -125,19 +125,16 @@ def fig_curves(df, tags=None, title: str = ""):
 
 
 def candidate_channels(run_dir: str | Path):
-    """Stage III: one row per sampled candidate from completions.jsonl (``batch``: its GRPO batch in order, the
-    four channel values, gate, validity, outcome reward, incumbent reward, whether it entered the bank's frontier)."""
+    """Stage III: one row per sampled candidate from completions.jsonl, in sampling order (``index``): the four
+    channel values (None: gated off), gate, validity, its reward and the incumbent's, whether it entered the frontier."""
     import pandas as pd
     path = Path(run_dir) / "completions.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-    rows = []
-    seen: dict = {}
-    for i, r in enumerate(records):
-        batch = seen.setdefault(r.get("task_id"), 0)
-        rows.append({"index": i, "task_id": r.get("task_id"), **r["channels"], "gate": bool(r["gate"]),
-                     "reward": r["outcome"].get("reward"), "incumbent_reward": r["incumbent"].get("reward"),
-                     "kind": (r["outcome"].get("meta") or {}).get("kind"), "sha": r.get("sha"),
-                     "entered_frontier": bool((r.get("bank") or {}).get("entered_frontier")), "batch": batch})
+    rows = [{"index": i, "task_id": r.get("task_id"), **r["channels"], "gate": bool(r["gate"]),
+             "valid": bool(r["outcome"].get("valid")), "reward": r["outcome"].get("reward"),
+             "incumbent_reward": r["incumbent"].get("reward"), "kind": (r["outcome"].get("meta") or {}).get("kind"),
+             "sha": r.get("sha"), "entered_frontier": bool((r.get("bank") or {}).get("entered_frontier"))}
+            for i, r in enumerate(records)]
     return pd.DataFrame(rows)
 
 
