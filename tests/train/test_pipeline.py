@@ -1,0 +1,93 @@
+"""jitlab train pipeline: config checks, resumable steps (a rerun skips finished steps; a changed step reruns), the
+manifest's wall times; the whole pipeline end to end in smoke form (slow: toy suite, scripted executors as test
+doubles, one optimizer step per phase on the embedded SmolLM2-135M)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jitlab.errors import ConfigError
+from jitlab.train.config import CONFIG_DIR, Stage1Config, load_config
+from jitlab.train.pipeline import STEPS, PipelineConfig, run_steps
+
+REPO = Path(__file__).resolve().parents[2]
+TOY = {"suite": "toy", "executor": "scripted:pick-first", "seeds": ["react", "resum"], "baseline_limit": 2,
+       "baseline_options": {"max_steps": 4}, "data1": {"k_references": 0}}
+
+
+def test_config_checks_and_shipped_configs():
+    with pytest.raises(ConfigError, match="eval_policies: unknown stage9"):
+        PipelineConfig(eval_policies=["base", "stage9"])
+    with pytest.raises(ConfigError, match="unknown pipeline step 'stage4'"):
+        run_steps(PipelineConfig(), "/nonexistent", ["stage4"])
+    from jitlab.train.pipeline import _stage
+    with pytest.raises(ConfigError, match="pipeline config, stage1: .*unknown key.*sft_stepz"):
+        _stage(Stage1Config, {"sft_stepz": 2}, {"data": "d"}, "stage1")
+    for name in ("pipeline.yaml", "pipeline-smoke.yaml"):
+        cfg = load_config(PipelineConfig, CONFIG_DIR / name)
+        assert _stage(Stage1Config, cfg.stage1, {"data": "d"}, "stage1").sft_steps >= 1, name
+
+
+def test_a_rerun_skips_finished_steps_and_a_changed_step_reruns(tmp_path):
+    lines = []
+    cfg = PipelineConfig(**TOY)
+    first = run_steps(cfg, tmp_path, ["baselines", "data1"], echo=lines.append)
+    steps = first["steps"]
+    assert [steps[s]["status"] for s in ("baselines", "data1")] == ["done", "done"]
+    assert len(steps["baselines"]["outputs"]["runs"]) == 2 and steps["data1"]["outputs"]["counts"]["sft"] >= 1
+    assert first["total_wall_s"] == pytest.approx(steps["baselines"]["wall_s"] + steps["data1"]["wall_s"], abs=0.02)
+    lines.clear()
+    again = run_steps(cfg, tmp_path, ["baselines", "data1"], echo=lines.append)
+    assert lines == [f"baselines: done ({steps['baselines']['wall_s']} s), skipped",
+                     f"data1: done ({steps['data1']['wall_s']} s), skipped"]
+    assert again["steps"] == steps
+    lines.clear()
+    run_steps(PipelineConfig(**{**TOY, "data1": {"k_references": 0, "max_pairs_per_task": 1}}), tmp_path,
+              ["baselines", "data1"], echo=lines.append)
+    assert lines[0].endswith("skipped") and lines[1] == "data1: running"
+    on_disk = json.loads((tmp_path / "pipeline.json").read_text())
+    assert on_disk["steps"]["data1"]["inputs"]["max_pairs_per_task"] == 1
+
+
+def test_cli_bad_config_is_one_line(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("stage1: {sft_steps: 2}\nsuit: toy\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "jitlab.cli", "train", "pipeline", "--config", str(bad), "--out",
+                           str(tmp_path / "o")], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown key(s) suit" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_smoke_pipeline_end_to_end_and_resumed(tmp_path):
+    from jitlab.errors import ModelPackageMissing
+    from jitlab.llm.hf import embedded_gguf_path
+    try:
+        embedded_gguf_path()
+    except ModelPackageMissing as exc:
+        pytest.skip(str(exc))
+    out = tmp_path / "p"
+    cmd = [sys.executable, "-m", "jitlab.cli", "train", "pipeline", "--config",
+           str(CONFIG_DIR / "pipeline-smoke.yaml"), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, timeout=1800)
+    manifest = json.loads((out / "pipeline.json").read_text())
+    assert set(manifest["steps"]) == set(STEPS) and all(s["status"] == "done" for s in manifest["steps"].values())
+    assert all(s["wall_s"] >= 0 for s in manifest["steps"].values()) and manifest["total_wall_s"] > 0
+    steps = manifest["steps"]
+    assert steps["stage1"]["outputs"]["phases"]["dpo"]["global_step"] == 1
+    assert steps["stage3"]["outputs"]["phases"]["grpo"]["global_step"] == 1      # 1 task < grad_accum: still a step
+    assert set(steps["validity"]["outputs"]) == set(steps["streaming"]["outputs"]) == {"base", "stage3"}
+    stage3 = json.loads((out / "stage3" / "manifest.json").read_text())
+    assert stage3["below"][-1].endswith("stage2/sft/adapter")                  # III starts from II, II from I
+    assert json.loads((out / "stage2" / "manifest.json").read_text())["below"][-1].endswith("stage1/dpo/adapter")
+    streaming = json.loads((out / "streaming" / "stage3" / "summary.json").read_text())
+    assert streaming["mode"] == "streaming" and streaming["generator"] == f"plan:hf:{out / 'stage3' / 'adapter'}"
+    for stem in ("training_loss.png", "stage3_channels.png", "eval_validity.md", "eval_streaming.md"):
+        assert (out / "figures" / stem).stat().st_size > 100, stem
+    assert "training_loss" in (out / "figures" / "README.md").read_text()
+    rerun = subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=600)
+    assert rerun.stdout.count("skipped") == len(STEPS) - 1                       # figures are always redrawn
