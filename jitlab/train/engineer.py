@@ -228,7 +228,7 @@ def patch_reward(evaluator: PatchEvaluator, invalid_reward: float = -1.0, on_bat
 
 def run_engineer_grpo(cfg: EngineerGRPOConfig, out: str | Path) -> dict:
     """GRPO of the engineer into ``out`` (resumable); returns the manifest. Adapter: ``out/adapter``."""
-    from jitlab.train.stage3 import grpo_trainer, policy_chain
+    from jitlab.train.stage3 import generation_rows, grpo_trainer, policy_chain
     if cfg.threads:
         import torch
         torch.set_num_threads(cfg.threads)
@@ -249,7 +249,8 @@ def run_engineer_grpo(cfg: EngineerGRPOConfig, out: str | Path) -> dict:
         logged.extend(records)
         write_jsonl(log_path, logged)
 
-    rows = [{"prompt": p["prompt"], "packet_id": p["packet_id"]} for p in packets]
+    # cycled to fill a generation batch: fewer packets than grad_accum would train zero steps (stage3's caveat)
+    rows = generation_rows([{"prompt": p["prompt"], "packet_id": p["packet_id"]} for p in packets], cfg)
     reward = patch_reward(evaluator, cfg.invalid_reward, on_batch)
     manifest["phases"]["grpo"] = train_phase(
         "grpo", out, lambda folder: (grpo_trainer(cfg, folder, rows, [reward], base), 0), rows, base, below)

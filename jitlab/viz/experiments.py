@@ -94,7 +94,10 @@ def output_path(path: str | Path) -> Path:
     import os
     path = Path(path)
     root = os.environ.get(OUT_ROOT_ENV)
-    return path if path.is_absolute() else (Path(root) / path if root else repo_path(path))
+    if path.is_absolute():
+        return path
+    # normalised, so a batch grid can name a folder several notebooks share: ``../../shared`` -> OUT/../shared
+    return Path(os.path.normpath(Path(root) / path)) if root else repo_path(path)
 
 
 def grid_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None):

@@ -22,6 +22,13 @@ def test_repo_path_and_slug(tmp_path):
     assert X.run_slug("toy", "litellm:openai/gpt-4o") == "toy-litellm_openai_gpt-4o"
 
 
+def test_output_path_under_a_batch_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITLAB_OUT_ROOT", str(tmp_path / "batch" / "000-abc"))   # not created yet
+    assert X.output_path("runs/x") == tmp_path / "batch" / "000-abc" / "runs" / "x"
+    assert X.output_path("../shared/x") == tmp_path / "batch" / "shared" / "x"   # a folder notebooks share
+    assert X.output_path(tmp_path / "abs") == tmp_path / "abs"
+
+
 @pytest.fixture
 def grid(tmp_path):
     return X.run_grid("toy", ["react", "random"], ["scripted:pick-first"], limit=2, out_root=tmp_path / "g")
