@@ -38,6 +38,9 @@ PENDING = "return Array.from(document.querySelectorAll(" \
 ERRORS = "return Array.from(document.querySelectorAll('.jp-OutputArea-output[data-mime-type=" \
          "\"application/vnd.jupyter.stderr\"]')).map(e => e.textContent).filter(t => t.includes('Traceback'));"
 RUN_ALL = "window.jupyterapp.commands.execute('notebook:run-all-cells'); return true;"
+KERNEL_IDLE = "const w = window.jupyterapp.shell.currentWidget; const k = w && w.sessionContext && " \
+              "w.sessionContext.session && w.sessionContext.session.kernel; " \
+              "return !!(k && k.connectionStatus === 'connected' && k.status === 'idle');"
 SAVE = "window.jupyterapp.commands.execute('docmanager:save'); return true;"
 
 
@@ -119,7 +122,8 @@ def _run_all(browser, lab, name: str, timeout: int, on_progress=None) -> dict:
     wait = WebDriverWait(browser, 90, poll_frequency=0.25)
     wait.until(lambda d: d.execute_script("return !!(window.jupyterapp && "
                                           "document.querySelector('.jp-NotebookPanel .jp-CodeCell'));"))
-    time.sleep(2)   # the kernel starts with the panel
+    # Run All before the panel's kernel is connected and idle is dropped silently (seen on a loaded machine)
+    WebDriverWait(browser, 120, poll_frequency=0.25).until(lambda d: d.execute_script(KERNEL_IDLE))
     assert browser.execute_script(RUN_ALL)
     end, seen = time.time() + timeout, False
     while True:
