@@ -61,7 +61,7 @@ def server(tmp_path):
 
 @pytest.fixture
 def browser():
-    driver = headless_chromium("1400,1300", 30)
+    driver = headless_chromium("1400,1300", 120)   # a Panel server on a loaded 2-core machine took > 30 s to serve
     yield driver
     driver.quit()
 
