@@ -131,7 +131,9 @@ def test_fork_bomb(tmp_path, how):
 
 def test_memory_exhaustion(tmp_path):
     body = "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))"
-    result, agent, _, _ = attack(tmp_path, body, config=small_config(memory_mb=256))
+    # cpu_s and wall_s above small_config's: the child's start-up (imports) plus zeroing 256 MB went past 1 CPU-second
+    # on a loaded machine, so the CPU limit tripped first (seen in a full run)
+    result, agent, _, _ = attack(tmp_path, body, config=small_config(memory_mb=256, cpu_s=10, wall_s=30.0))
     assert_failed(result, agent, "memory_limit")
 
 
@@ -157,7 +159,7 @@ def test_sleeping_forever_hits_the_wall_limit(tmp_path, how):
 
 
 def test_huge_print_hits_the_output_limit(tmp_path):
-    result, agent, _, _ = attack(tmp_path, "print('x' * 200_000_000)")
+    result, agent, _, _ = attack(tmp_path, "print('x' * 200_000_000)", config=small_config(cpu_s=10, wall_s=30.0))
     assert_failed(result, agent, "output_limit", file=None)
 
 
