@@ -96,7 +96,7 @@ def output_path(path: str | Path) -> Path:
     root = os.environ.get(OUT_ROOT_ENV)
     if path.is_absolute():
         return path
-    # normalised, so a batch grid can name a folder several notebooks share: ``../../shared`` -> OUT/../shared
+    # normalised, so a batch grid can name a folder several notebooks share: ``../../common`` -> OUT/../common
     return Path(os.path.normpath(Path(root) / path)) if root else repo_path(path)
 
 

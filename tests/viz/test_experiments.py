@@ -25,7 +25,7 @@ def test_repo_path_and_slug(tmp_path):
 def test_output_path_under_a_batch_root(tmp_path, monkeypatch):
     monkeypatch.setenv("JITLAB_OUT_ROOT", str(tmp_path / "batch" / "000-abc"))   # not created yet
     assert X.output_path("runs/x") == tmp_path / "batch" / "000-abc" / "runs" / "x"
-    assert X.output_path("../shared/x") == tmp_path / "batch" / "shared" / "x"   # a folder notebooks share
+    assert X.output_path("../common/x") == tmp_path / "batch" / "common" / "x"   # a folder notebooks share
     assert X.output_path(tmp_path / "abs") == tmp_path / "abs"
 
 
