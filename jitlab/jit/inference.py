@@ -367,10 +367,8 @@ class _JIT:
         return avoided
 
     def _references(self, task) -> list:
-        from jitlab.jit.generate import Reference
-        entries = self.bank.retrieve(task.description, k=self.cfg.k_references)
-        return [Reference(e.sha, e.name, e.description, self.bank.files(e.sha), float(e.score or 0.0),
-                          e.n_evals > 0, e.mean_reward) for e in entries]
+        from jitlab.jit.generate import references
+        return references(self.bank, task.description, self.cfg.k_references)
 
     # -- one task -----------------------------------------------------------------------------------
     def _choose(self, task, refs, meter: _Meter, stream_index: int) -> _Chosen:

@@ -232,6 +232,8 @@ class Stage3Config(TrainingCommon):
     learning_rate: float = field(default=1e-5, metadata={"help": "GRPO learning rate (LoRA)", "min_exclusive": 0})
     num_generations: int = field(default=4, metadata={"help": "group size G: candidates sampled per task", "min": 2})
     max_completion_length: int = field(default=96, metadata={"help": "tokens per sampled plan", "min": 8})
+    k_references: int = field(default=3, metadata={"help": "references from the starting bank in each plan prompt "
+                                                             "(as Stage I's data and JIT inference)", "min": 0})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
     beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})
     num_iterations: int = field(default=1, metadata={"help": "clipped updates per generated group (mu)", "min": 1})

@@ -235,7 +235,7 @@ def _message(content: str) -> list[dict]:
 def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
     """Write Stage I's SFT examples and preference pairs to ``out`` (see the module docstring); returns the manifest."""
     from jitlab.jit.bank import Bank
-    from jitlab.jit.generate import Reference
+    from jitlab.jit.generate import references
     from jitlab.jit.generate.plan import plan_messages, plan_of, plan_text
     if not cfg.runs and not cfg.banks:
         raise ConfigError("no evidence: pass --runs <run dir>... and/or --bank <bank.sqlite>")
@@ -284,10 +284,7 @@ def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
     try:
         for task_id in sorted(stats):
             task = tasks[task_id][1]
-            entries = refs_bank.retrieve(task.description, k=cfg.k_references) if cfg.k_references else []
-            refs = [Reference(e.sha, e.name, e.description, refs_bank.files(e.sha), float(e.score or 0.0),
-                              e.n_evals > 0, e.mean_reward) for e in entries]
-            prompt = plan_messages(task.public(), refs)
+            prompt = plan_messages(task.public(), references(refs_bank, task.description, cfg.k_references))
             base = {"task_id": task_id, "suite": task.suite, "family": task.family, "split": tasks[task_id][0]}
             ranked = sorted(stats[task_id], key=PlanStats.key)
             candidates += [{**base, **{k: v for k, v in asdict(s).items() if k not in ("task_id", "suite", "family")}}

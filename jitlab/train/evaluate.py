@@ -1,6 +1,9 @@
 """Held-out generation quality of a plan policy, the before/after number of every stage: per task, one plan from
-``plan:<backbone>`` (no references, as Stage III samples it), parsed, validated in the sandbox first try, then
-repaired for up to ``rounds`` rounds through the JIT repair loop (jitlab.jit.repair.validate_and_repair).
+``plan:<backbone>`` prompted with the ``k_references`` references a B0 bank retrieves for the task (as JIT inference,
+Stage I's data and Stage III prompt it: a policy is evaluated on the prompt it was trained on), parsed, validated in
+the sandbox first try, then repaired for up to ``rounds`` rounds through the JIT repair loop
+(jitlab.jit.repair.validate_and_repair). An unparsed reply counts as invalid even though the generator falls back
+to the nearest reference's files (the repair loop sees it as a parse_error).
 
     summary = evaluate_generator("embedded", "runs/eval/base", suite="textworld", limit=10)          # untrained
     summary = evaluate_generator("hf:runs/train/s1/adapter", "runs/eval/stage1", suite="textworld", limit=10)
@@ -26,18 +29,20 @@ __all__ = ["evaluate_generator"]
 def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld", split: str = "test",
                        limit: int | None = 10, rounds: int = 2, max_new_tokens: int = 160,
                        executor: str = "scripted:pick-first", smoke_steps: int = 2,
-                       allow_unisolated: bool = False) -> dict:
+                       allow_unisolated: bool = False, k_references: int = 3) -> dict:
     """See the module docstring. ``backbone``: the policy (``embedded``, ``hf:<adapter>``); ``executor``: the backbone
     of the validation smoke episodes. A rerun with the same settings returns the recorded summary."""
     from jitlab.envs.base import get_suite
-    from jitlab.jit.generate import get_generator
+    from jitlab.jit.bank import Bank
+    from jitlab.jit.generate import get_generator, references
     from jitlab.jit.repair import RepairConfig, RepairLog, dev_task_for, validate_and_repair
     from jitlab.llm import get_backbone
     from jitlab.runtime import Budget, LLMHandle
     from jitlab.train.stage2 import _Pinned
     out = Path(out)
     settings = {"backbone": backbone, "suite": suite, "split": split, "limit": limit, "rounds": rounds,
-                "max_new_tokens": max_new_tokens, "executor": executor, "smoke_steps": smoke_steps}
+                "max_new_tokens": max_new_tokens, "executor": executor, "smoke_steps": smoke_steps,
+                "k_references": k_references}
     summary_path = out / "summary.json"
     if summary_path.is_file():
         done = json.loads(summary_path.read_text())
@@ -52,11 +57,16 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
     config = RepairConfig(max_rounds=rounds, smoke_steps=smoke_steps, allow_unisolated=allow_unisolated)
     (out / "repairs.jsonl").unlink(missing_ok=True)   # a rerun evaluates afresh
     log = RepairLog(out / "repairs.jsonl")
+    refs_of = {}
+    if k_references:
+        with Bank.create(out / "references.sqlite", seeds=True) as bank:
+            refs_of = {t.id: references(bank, t.description, k_references) for t in tasks}
     records = []
     for task in tasks:
         gen = LLMHandle(model, Budget(max_tokens=10 ** 7), None, seed=0, phase="generate")
         fix = LLMHandle(model, Budget(max_tokens=10 ** 7), None, seed=0, phase="repair")
-        cand = generator.generate(task.public(), [], gen)
+        refs = refs_of.get(task.id, [])
+        cand = generator.generate(task.public(), refs, gen)
         outcome = validate_and_repair(
             cand, _Pinned(generator, fix), task.public(), dev_task_for(suite_obj, task), suite_obj,
             lambda phase: LLMHandle(smoke, Budget(max_tokens=10 ** 6), None, seed=0, phase=phase), config,
@@ -67,7 +77,9 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
                         "rounds": outcome.rounds, "outcomes": [t["outcome"] for t in outcome.transitions],
                         "first_kind": first.get("kind"),
                         "final_kind": (outcome.validation.diagnostic or {}).get("kind"),
-                        "gen_tokens": gen.tokens, "repair_tokens": fix.tokens, "reply": cand.meta.get("reply")})
+                        "gen_tokens": gen.tokens, "repair_tokens": fix.tokens, "references": [r.name for r in refs],
+                        "prompt_hash": cand.prompt_hash,
+                        "reply": cand.meta.get("reply")})
     write_jsonl(out / "tasks.jsonl", records)
     n = len(records)
     needing = [r for r in records if not r["valid_first"]]

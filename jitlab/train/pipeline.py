@@ -99,6 +99,13 @@ def _stage(cls, overrides: dict, wiring: dict, key: str):
         raise ConfigError(f"pipeline config, {key}: {exc}") from None
 
 
+def k_references(cfg: PipelineConfig) -> int:
+    """References per plan prompt: Stage I data's ``k_references``, which Stage III and both evaluations reuse, so a
+    policy is trained and evaluated on the prompt JIT inference sends."""
+    from jitlab.train.config import Stage1DataConfig
+    return int(cfg.data1.get("k_references", Stage1DataConfig.__dataclass_fields__["k_references"].default))
+
+
 def _adapter(out: Path, *stages: str) -> str | None:
     """The newest of ``stages``' adapters that exists (stage folders under ``out``)."""
     for stage in stages:
@@ -132,13 +139,14 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
             result[policy] = evaluate_generator(
                 backbone, out / mode / policy, suite=cfg.suite, split=cfg.eval_split, limit=cfg.eval_limit,
                 rounds=cfg.repair_rounds, max_new_tokens=cfg.eval_max_new_tokens, executor=cfg.executor,
-                smoke_steps=cfg.eval_smoke_steps, allow_unisolated=cfg.allow_unisolated)
+                smoke_steps=cfg.eval_smoke_steps, allow_unisolated=cfg.allow_unisolated, k_references=k_references(cfg))
         else:
             from jitlab.jit.inference import JITConfig, run_jit
             from jitlab.train.report import EVAL_COLUMNS
             jit = JITConfig(suite=cfg.suite, mode="streaming", generator=f"plan:{backbone}", backbone=cfg.executor,
                             split=cfg.eval_split, limit=cfg.eval_limit, out=str(out / mode / policy),
-                            **{"allow_unisolated": cfg.allow_unisolated, "quiet": True, **cfg.eval_options})
+                            **{"allow_unisolated": cfg.allow_unisolated, "quiet": True,
+                               "k_references": max(1, k_references(cfg)), **cfg.eval_options})
             summary = json.loads((run_jit(jit) / "summary.json").read_text())
             result[policy] = {k: summary.get(k) for k in EVAL_COLUMNS[1:]}
     return result
@@ -183,7 +191,7 @@ def _step(name: str, cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
     if name == "stage3":
         from jitlab.train.stage3 import run_stage3
         wiring = {"suite": cfg.suite, "executor": cfg.executor, "policy": _adapter(out, "stage2", "stage1"),
-                  **common, **train}
+                  "k_references": k_references(cfg), **common, **train}
         s3 = _stage(C.Stage3Config, cfg.stage3, wiring, "stage3")
         manifest = run_stage3(s3, out / "stage3")
         return asdict(s3), {**_phases(manifest), "summary": manifest["summary"]}
@@ -249,7 +257,7 @@ def _fingerprint(cfg: PipelineConfig, out: Path, name: str) -> dict:
     keys = {"baselines": ["suite", "executor", "seeds", "baseline_limit", "baseline_options", "runs"],
             "data1": ["runs", "banks", "data1", "allow_unisolated"], "stage1": ["stage1", "threads"],
             "data2": ["suite", "data2", "allow_unisolated"], "stage2": ["stage2", "threads"],
-            "stage3": ["suite", "executor", "stage3", "threads"],
+            "stage3": ["suite", "executor", "stage3", "threads", "data1"],
             "validity": ["suite", "executor", "eval_policies", "eval_split", "eval_limit", "repair_rounds",
                          "eval_max_new_tokens", "eval_smoke_steps"],
             "streaming": ["suite", "executor", "eval_policies", "eval_split", "eval_limit", "eval_options"],
@@ -257,6 +265,7 @@ def _fingerprint(cfg: PipelineConfig, out: Path, name: str) -> dict:
     fp = {k: c[k] for k in keys}
     if name in ("validity", "streaming"):
         fp["backbones"] = policy_backbones(cfg, out)
+        fp["k_references"] = k_references(cfg)
     return json.loads(json.dumps(fp, default=str))
 
 

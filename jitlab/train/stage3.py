@@ -5,8 +5,9 @@ reward channels of :mod:`jitlab.train.evo`, candidates validated and run in the 
     run_stage3(load_config(Stage3Config, policy="runs/train/s2/adapter", suite="textworld"), "runs/train/s3")
     jitlab train stage3 --set policy=runs/train/s2/adapter --set steps=6 --out runs/train/s3
 
-Per step: one training task (of ``split``, never test), its plan prompt (``plan:<backbone>``'s own, no references),
-G sampled plans. Each plan is parsed and rendered (``plan_files``), validated in the sandbox (``validate_files``, a
+Per step: one training task (of ``split``, never test), its plan prompt (``plan:<backbone>``'s own, with the
+``k_references`` references the starting bank retrieves for the task, as in Stage I's data and at inference), G
+sampled plans. Each plan is parsed and rendered (``plan_files``), validated in the sandbox (``validate_files``, a
 smoke episode on a sibling dev task) and, when valid, run for ``episode_steps`` steps on the task in the sandbox with
 the frozen ``executor`` (replay cache on). The family's incumbent (``Bank.incumbent``; ``fallback_incumbent`` seed
 when the bank has none) is run the same way on the same task and seed. Evaluations are cached by
@@ -124,12 +125,18 @@ def _tasks(suite, cfg: Stage3Config) -> list:
     return tasks[:cfg.tasks] if cfg.tasks else tasks
 
 
+def prompt_rows(tasks, bank, k: int) -> list[dict]:
+    """One row per task: its plan prompt with the ``k`` references ``bank`` retrieves (Stage I's prompt)."""
+    from jitlab.jit.generate import references
+    from jitlab.jit.generate.plan import plan_messages
+    return [{"prompt": plan_messages(t.public(), references(bank, t.description, k)), "task_id": t.id} for t in tasks]
+
+
 def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
     """Run (or resume) Stage III into ``out``; returns the manifest (see the module docstring)."""
     from jitlab.envs.base import get_suite
     from jitlab.harness import read_files, seed_bank_dir
     from jitlab.jit.bank import Bank, Evaluation
-    from jitlab.jit.generate.plan import plan_messages
     from jitlab.llm import get_backbone
     from jitlab.llm.cache import default_cache
     from jitlab.train.records import write_jsonl
@@ -190,8 +197,7 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
         write_jsonl(completions_path, logged)
 
     rewards = ChannelRewards(evaluate, incumbent, cfg.dead_band, on_batch)
-    public = {t.id: t.public() for t in tasks}
-    rows = generation_rows([{"prompt": plan_messages(public[t.id], []), "task_id": t.id} for t in tasks], cfg)
+    rows = generation_rows(prompt_rows(tasks, bank, cfg.k_references), cfg)
 
     def make_trainer(folder: Path):
         return grpo_trainer(cfg, folder, rows, rewards.functions(), base, **grpo_aggregation(cfg.weights)), 0

@@ -14,6 +14,7 @@ from jitlab.jit.generate.base import (
            Reference,
            get_generator,
            prompt_hash,
+           references,
            render,
 )
 from jitlab.jit.generate.blocks import format_blocks, parse_blocks
@@ -28,6 +29,7 @@ __all__ = [
            "get_generator",
            "parse_blocks",
            "prompt_hash",
+           "references",
            "rank",
            "render",
 ]

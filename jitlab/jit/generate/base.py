@@ -66,6 +66,14 @@ class Reference:
     mean_reward: float | None = None
 
 
+def references(bank, task_description: str, k: int) -> list[Reference]:
+    """The ``k`` references ``bank`` (a jitlab.jit.bank.Bank) retrieves for a task: what JIT inference shows a
+    generator, and so what every training and evaluation prompt of a generator shows too (k=0: none)."""
+    entries = bank.retrieve(task_description, k=k) if k else []
+    return [Reference(e.sha, e.name, e.description, bank.files(e.sha), float(e.score or 0.0), e.n_evals > 0,
+                      e.mean_reward) for e in entries]
+
+
 @dataclass
 class Candidate:
     """One generated harness. ``meta`` says how it was made (strategy, choices, parsed/fallback files,
