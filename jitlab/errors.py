@@ -8,6 +8,18 @@ __all__ = ["JitlabError", "ConfigError", "UnknownName", "HarnessError", "InfraEr
 class JitlabError(Exception):
     """Base of every jitlab error."""
 
+    def __reduce__(self):
+        # pickle (Ray, process pools) restores the message and fields without calling __init__, whose arguments
+        # differ per subclass (Exception's default would call cls(*args) with the formatted message)
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls, args, state):
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
 
 class ConfigError(JitlabError):
     """Bad user input (flags, files, parameters)."""
