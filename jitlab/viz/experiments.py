@@ -53,8 +53,8 @@ from jitlab.viz.tables import markdown_table
 __all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "MECHANISM_COLUMNS", "MECHANISM_TASK_COLUMNS", "OUT_ROOT_ENV",
            "SPEND_ROOT_ENV", "SUMMARY_COLUMNS", "backbone_calls", "best_per_suite", "diagnostics", "grid_spend",
            "grid_table", "harness_anatomies", "harness_diff", "jit_summaries", "jit_tasks", "mechanism_usage",
-           "notebook_command", "open_run", "output_path", "register_figure", "repo_path", "run_grid", "run_jit_modes", "run_slug", "save_figure", "seed_harnesses",
-           "trajectory"]
+           "notebook_command", "open_run", "output_path", "register_figure", "repo_path", "run_grid", "run_jit_modes",
+           "run_slug", "save_figure", "seed_harnesses", "trajectory"]
 
 OUT_ROOT_ENV = "JITLAB_OUT_ROOT"      # relative output paths resolve here (jitlab batch: OUT/<run id>)
 SPEND_ROOT_ENV = "JITLAB_SPEND_ROOT"  # a grid's spend cap counts every run recorded here (jitlab batch: OUT)

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from jitlab.cli import main
 from jitlab.export import export_runs
 from jitlab.harness import read_files, seed_bank_dir
 from jitlab.jit.generate.base import Candidate
@@ -97,3 +98,12 @@ def test_an_export_and_a_record_without_modules_give_the_same_tables(run, tmp_pa
     t3, m3 = X.mechanism_usage(rec)
     assert set(t3["modules_from"]) == {"files"} and m3.equals(mech)
     assert t3.drop(columns="modules_from").equals(tasks.drop(columns="modules_from"))
+
+
+def test_jitlab_show_prints_the_mechanism_table(run, capsys):
+    _, mech = X.mechanism_usage(run)
+    assert main(["show", str(run), "--mechanisms"]) == 0
+    out = capsys.readouterr().out.split("case-study mechanisms in")[1]
+    for row in mech.itertuples():
+        line = next(ln for ln in out.splitlines() if ln.split()[:1] == [row.mechanism])
+        assert line.split()[2 + len(row.case_studies.split())] == str(row.tasks_chosen)
