@@ -58,6 +58,13 @@ def cmd_show(args) -> int:
             "cost_per_task", "tool_calls_per_task", "wall_s_per_task")}})
     print()
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if args.mechanisms:
+        from jitlab.viz.experiments import mechanism_usage
+        for run_dir in args.run_dirs:
+            _, mech = mechanism_usage(run_dir)
+            print(f"\ncase-study mechanisms in {run_dir} (tasks whose harness used each; success and reward when "
+                  "chosen vs not; candidates containing it)")
+            print(mech.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-"))
     return 0
 
 
@@ -137,6 +144,8 @@ def add_run_commands(sub) -> None:
 
     p = sub.add_parser("show", help="summary table of one or more run directories")
     p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--mechanisms", action="store_true", help="also the case-study mechanisms the run's harnesses used: "
+                   "tasks that chose each, success when chosen vs not (experiments.mechanism_usage)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("export", help="compact export of run directories (summary, episodes, per-call aggregates) to commit")

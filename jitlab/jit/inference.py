@@ -373,6 +373,7 @@ class _JIT:
     # -- one task -----------------------------------------------------------------------------------
     def _choose(self, task, refs, meter: _Meter, stream_index: int) -> _Chosen:
         from jitlab.jit.generate import get_generator, rank
+        from jitlab.jit.generate.library import modules_of
         from jitlab.jit.repair import (
             dev_task_for,
             unwritten,
@@ -407,7 +408,7 @@ class _JIT:
         info = {"selector": sel_info, "candidates": [
             {"sha": c.sha, "name": c.name, "strategy": c.meta.get("strategy"), "note": c.meta.get("note", ""),
              "parsed_files": c.meta.get("parsed_files"), "fallback_files": c.meta.get("fallback_files"),
-             "logprob": c.logprob, "valid": checks[i].ok, "stage": checks[i].stage,
+             "logprob": c.logprob, "modules": modules_of(c.files), "valid": checks[i].ok, "stage": checks[i].stage,
              "diagnostic": checks[i].diagnostic} for i, c in enumerate(cands)], "generation_errors": gen_errors,
                 "avoided": avoided}
         pick = next((i for i in order if checks[i].ok), None)
@@ -443,6 +444,7 @@ class _JIT:
                        info)
 
     def solve(self, task, stream_index: int) -> None:
+        from jitlab.jit.generate.library import modules_of
         from jitlab.jit.repair import write_harness
         from jitlab.runner import drive_episode
         from jitlab.sandbox import SandboxedAgent
@@ -507,6 +509,7 @@ class _JIT:
                      "repair_rounds": chosen.repair_rounds, "n_candidates": chosen.n_candidates,
                      "valid_candidates": chosen.valid_candidates, "fallback": chosen.fallback,
                      "harness_dir": f"harnesses/{chosen.sha}", "harness_name": chosen.name,
+                     "modules": modules_of(chosen.files),
                      "parents": chosen.parents, "prompt_hash": chosen.prompt_hash,
                      "references": [r.sha for r in refs], "nearest_reference": refs[0].sha if refs else None,
                      "reference_names": [r.name for r in refs],

@@ -38,6 +38,8 @@ class JITTaskRecord:
     fallback: bool | None = field(default=None, metadata={"help": "the nearest reference ran instead"})
     harness_dir: str | None = field(default=None, metadata={"help": "harnesses/<sha>, relative to the run directory"})
     harness_name: str | None = field(default=None, metadata={"help": "name of the harness that ran"})
+    modules: dict | None = field(default=None, metadata={"help": "{M, P, F, A: module:Class}: the library class each "
+                                                                 "role of the harness that ran derives from (None: none)"})
     parents: list | None = field(default=None, metadata={"help": "shas the harness was derived from"})
     prompt_hash: str | None = field(default=None, metadata={"help": "hash of the generation prompt"})
     references: list | None = field(default=None, metadata={"help": "shas retrieved from the bank, best first"})

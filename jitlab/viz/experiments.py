@@ -12,6 +12,7 @@
     X.diagnostics(rec)                                         # status, error and diagnostic per episode
     X.harness_anatomies(rec)                                   # anatomy of each harness that ran
     X.jit_tasks(rec); X.harness_diff(rec, episode_id)          # JIT runs: per-task record, diff vs reference
+    tasks, mech = X.mechanism_usage("runs/jit")                # case-study mechanisms chosen, success when chosen
 
     X.run_jit_modes("textworld", "compose", "embedded", limit=20)   # static + streaming JIT runs
     X.save_figure(fig, "figures", stem, title, command)        # PNG/PDF/HTML + figures/README.md entry
@@ -49,11 +50,11 @@ from jitlab.jit.record import read_jit_record
 from jitlab.progress import group
 from jitlab.viz.tables import markdown_table
 
-__all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "OUT_ROOT_ENV", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS",
-           "backbone_calls", "best_per_suite", "diagnostics", "grid_spend", "grid_table", "harness_anatomies",
-           "harness_diff", "jit_summaries", "jit_tasks", "notebook_command", "open_run", "output_path",
-           "register_figure", "repo_path", "run_grid", "run_jit_modes", "run_slug", "save_figure", "seed_harnesses",
-           "trajectory"]
+__all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "MECHANISM_COLUMNS", "MECHANISM_TASK_COLUMNS", "OUT_ROOT_ENV",
+           "SPEND_ROOT_ENV", "SUMMARY_COLUMNS", "backbone_calls", "best_per_suite", "diagnostics", "grid_spend",
+           "grid_table", "harness_anatomies", "harness_diff", "jit_summaries", "jit_tasks", "mechanism_usage",
+           "notebook_command", "open_run", "output_path", "register_figure", "repo_path", "run_grid", "run_jit_modes",
+           "run_slug", "save_figure", "seed_harnesses", "trajectory"]
 
 OUT_ROOT_ENV = "JITLAB_OUT_ROOT"      # relative output paths resolve here (jitlab batch: OUT/<run id>)
 SPEND_ROOT_ENV = "JITLAB_SPEND_ROOT"  # a grid's spend cap counts every run recorded here (jitlab batch: OUT)
@@ -395,6 +396,95 @@ def harness_anatomies(rec: dict, trust_code: bool = False) -> dict:
         else:
             out[label] = anatomy(folder)
     return out
+
+
+MECHANISM_TASK_COLUMNS = ["id", "task_id", "stream_index", "harness_sha", "harness_name", "M", "P", "F", "A",
+                          "mechanisms", "case_studies", "modules_from", "success", "reward", "n_candidates",
+                          "candidates_read"]
+MECHANISM_COLUMNS = ["mechanism", "role", "case_studies", "tasks_chosen", "success_chosen", "reward_chosen",
+                     "tasks_not_chosen", "success_not_chosen", "reward_not_chosen", "candidates_with", "candidates_read"]
+
+
+def _harness_modules(run_dir: Path, sha, candidate: bool = False) -> tuple[dict | None, str]:
+    """({role: module:Class}, where from) of a harness by sha from the files the run kept: a candidate's
+    ``candidates/<sha16>/`` copy, ``harnesses/<sha>``, a seed, the run's bank; (None, "missing") otherwise."""
+    from jitlab.errors import HarnessError
+    from jitlab.harness import read_files
+    from jitlab.jit.generate.library import modules_of
+    from jitlab.viz.dash.data import reference_files
+    if not isinstance(sha, str) or not sha:
+        return None, "missing"
+    if candidate:
+        try:
+            return modules_of(read_files(run_dir / "candidates" / sha[:16])), "files"
+        except HarnessError:  # not written (a parse error) or gone: the harness copies below may still have it
+            pass
+    found = reference_files(run_dir, sha)
+    return (modules_of(found[1]), "files") if found else (None, "missing")
+
+
+def mechanism_usage(run):
+    """Which case-study mechanisms (the options of ``jitlab.modules.case_studies``) the harnesses of a run used,
+    and how their tasks went. ``run``: a run directory, an export (``results/...``) or :func:`open_run`'s record.
+    Returns two DataFrames:
+
+    - ``tasks`` (``MECHANISM_TASK_COLUMNS``), one row per finished task: the harness that ran (sha, name), the
+      library class each role derives from (``M``/``P``/``F``/``A``, class names), the case-study ``mechanisms``
+      among them and their ``case_studies``, ``success``/``reward``, and for JIT tasks the candidates generated
+      (``n_candidates``) and how many of them had readable modules (``candidates_read``);
+    - ``mechanisms`` (``MECHANISM_COLUMNS``), one row per mechanism: tasks whose harness used it, success rate and
+      mean reward on those and on the other tasks, and the candidates (chosen or not) that contained it.
+
+    Where the classes come from (``modules_from``): the JIT record's ``modules`` (written since issue 15, so kept
+    by exports too), else the files the run kept (``harnesses/<sha>``, ``candidates/<sha16>/``, a seed, the
+    run's bank), else ``missing``: an export of a run recorded before ``modules`` existed keeps no harness
+    files, so only seeds are found there. Tasks whose modules are missing count on neither side, and candidates
+    whose modules are missing are not in ``candidates_read``. A class is read from the code (the role class's
+    library base, :func:`jitlab.jit.generate.library.library_class`), so it is what ran, whatever generated it."""
+    import pandas as pd
+
+    from jitlab.jit.generate.library import ROLES, case_study_mechanisms, option
+    rec = run if isinstance(run, dict) else open_run(run)
+    run_dir = Path(rec["run_dir"])
+    mechanisms = case_study_mechanisms()
+    short = lambda path: path.split(":")[-1] if path else None  # noqa: E731
+    rows, cand_rows = [], []
+    for r in rec["finished"].sort_values("id").to_dict("records"):
+        x = r["jit_record"]
+        modules, source = (x.modules, "record") if x.modules else _harness_modules(run_dir, r["harness_sha"])
+        read = 0
+        for c in x.candidates:
+            mods = c.get("modules") or _harness_modules(run_dir, c.get("sha"), candidate=True)[0]
+            if mods:
+                read += 1
+                cand_rows.append(set(mods.values()))
+        used = [p for p in (modules or {}).values() if p in mechanisms]
+        rows.append({"id": r["id"], "task_id": r["task_id"], "stream_index": x.stream_index,
+                     "harness_sha": r["harness_sha"], "harness_name": x.harness_name or r["harness"],
+                     **{role: short((modules or {}).get(role)) for role in ROLES},
+                     "mechanisms": [short(p) for p in used],
+                     "case_studies": sorted({n.split("/")[-1] for p in used for n in mechanisms[p]}),
+                     "modules_from": source, "success": bool(r["success"]), "reward": float(r["reward"] or 0.0),
+                     "n_candidates": x.n_candidates, "candidates_read": read if x.candidates else None,
+                     "_paths": set((modules or {}).values()) if modules else None})
+    tasks = pd.DataFrame(rows, columns=MECHANISM_TASK_COLUMNS + ["_paths"])
+    if len(tasks) and tasks["stream_index"].notna().any():
+        tasks = tasks.sort_values("stream_index", kind="stable")
+    known = tasks[tasks["_paths"].notna()]
+    out = []
+    for path, studies in mechanisms.items():
+        chosen = known["_paths"].map(lambda paths, p=path: p in paths).astype(bool)
+        yes, no = known[chosen], known[~chosen]
+        out.append({"mechanism": short(path), "role": option(path).role,
+                    "case_studies": ", ".join(n.split("/")[-1] for n in studies),
+                    "tasks_chosen": len(yes), "success_chosen": yes["success"].mean() if len(yes) else float("nan"),
+                    "reward_chosen": yes["reward"].mean() if len(yes) else float("nan"), "tasks_not_chosen": len(no),
+                    "success_not_chosen": no["success"].mean() if len(no) else float("nan"),
+                    "reward_not_chosen": no["reward"].mean() if len(no) else float("nan"),
+                    "candidates_with": sum(path in c for c in cand_rows), "candidates_read": len(cand_rows)})
+    summary = pd.DataFrame(out, columns=MECHANISM_COLUMNS)
+    summary = summary.sort_values(["tasks_chosen", "candidates_with"], ascending=False, kind="stable")
+    return tasks.drop(columns="_paths").reset_index(drop=True), summary.reset_index(drop=True)
 
 
 # -- figures written by notebooks ----------------------------------------------------------------

@@ -5,6 +5,8 @@ couplings learned from the seed bank, and reading a harness's files back into ch
     cat = catalogue()                      # {"M": [Option...], "P": [...], "F": [...], "A": [...]}
     choices = choices_of(files)            # {"M": Choice, ..., "prompt": Choice} for a harness's files
     files = render_files(choices, name=..., lineage=...)   # the five files again
+    modules_of(files)                      # {"M": "jitlab.modules.memory:X", ...}: each role's library base class
+    case_study_mechanisms()                # {case-study option path: ("case_studies/turnstile", ...)}
 
 Options are discovered from the module library (``jitlab.modules.basic``, the
 ``memory``/``planning``/``policy``/``action`` library files and ``case_studies``, whichever exist): every class in a
@@ -16,6 +18,10 @@ Couplings: library modules talk through ``ctx.state`` (a fold directive, a sub-a
 so some only work with a partner. They are read from the seed bank and the case studies
 (``seed_bank/case_studies/``): when every harness there that uses a non-basic option X also uses the same
 non-basic option Y in another role, X requires Y.
+
+``modules_of`` reads the library class each role's class derives from, also when the file is more than a thin
+subclass (a code generator's own methods); ``case_study_mechanisms`` names, per option of
+``jitlab.modules.case_studies``, the case-study folders that use it (``EvidenceGatedPolicy``: Turnstile and Pegboard).
 
 Caveats: a seed's module file that is more than a thin subclass (methods of its own) is not a library
 choice; ``choices_of`` keeps such a file verbatim (``kind="file"``), so crossover can still reuse it.
@@ -43,8 +49,11 @@ __all__ = [
     "ROLE_FILES",
     "Choice",
     "Option",
+    "case_study_mechanisms",
     "catalogue",
     "choices_of",
+    "library_class",
+    "modules_of",
     "prompt_variants",
     "render_files",
     "requirements",
@@ -214,17 +223,16 @@ def role_of_file(file: str | None, traceback: str = "") -> str | None:
 
 
 # -- reading a harness back into choices ---------------------------------------------------------------
-def _library_choice(role: str, text: str) -> Choice | None:
-    """The library option a thin-subclass module file uses, with the fields it overrides (also for its
-    resolved form, where the library class is inlined above the subclass)."""
+def _role_class(role: str, text: str) -> tuple[ast.ClassDef | None, dict[str, str], dict[str, ast.ClassDef]]:
+    """The role's class in a module file, the library classes the file imports or inlines ({name: module:Class};
+    a resolved file: the resolver's ``# library:`` markers) and the file's other top-level classes."""
     try:
         tree = parse_source(text)  # thread-safe parse (compose generates in threads)
     except SyntaxError:
-        return None
+        return None, {}, {}
     cls_name = ROLES[role][1]
-    # library classes the file imports, or inlines (a resolved file: the resolver's `# library:` markers)
     imports = {n: ":".join(d.rsplit(".", 1)) for n, d in vendored_names(text).items()}
-    target = None
+    target, local = None, {}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jitlab.modules"):
             for alias in node.names:
@@ -232,8 +240,39 @@ def _library_choice(role: str, text: str) -> Choice | None:
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and isinstance(node.value, ast.Name) and node.value.id in imports:  # `_Base = ReActAction`
             imports[node.targets[0].id] = imports[node.value.id]
-        elif isinstance(node, ast.ClassDef) and node.name == cls_name:
-            target = node
+        elif isinstance(node, ast.ClassDef):
+            if node.name == cls_name:
+                target = node
+            else:
+                local[node.name] = node
+    return target, imports, local
+
+
+def library_class(role: str, text: str) -> str | None:
+    """``module:Class`` of the library class a module file's role class derives from, thin subclass or not (a
+    class of the file's own in between is followed, first base first); None when it derives from none."""
+    target, imports, local = _role_class(role, text)
+    seen = set()
+    while target is not None and target.name not in seen:
+        seen.add(target.name)
+        names = [b.id for b in target.bases if isinstance(b, ast.Name)]
+        base = next((imports[n] for n in names if n in imports), None)
+        if base is not None:
+            opt = option(base, role)
+            return opt.path if opt else base
+        target = next((local[n] for n in names if n in local), None)
+    return None
+
+
+def modules_of(files: dict[str, str]) -> dict[str, str | None]:
+    """{role: ``module:Class``} of the library class each of M, P, F, A derives from (:func:`library_class`)."""
+    return {role: library_class(role, files.get(file, "")) for role, (file, *_) in ROLES.items()}
+
+
+def _library_choice(role: str, text: str) -> Choice | None:
+    """The library option a thin-subclass module file uses, with the fields it overrides (also for its
+    resolved form, where the library class is inlined above the subclass)."""
+    target, imports, _ = _role_class(role, text)
     if target is None or len(target.bases) != 1 or not isinstance(target.bases[0], ast.Name):
         return None
     base = imports.get(target.bases[0].id)
@@ -314,6 +353,24 @@ def requirements() -> dict[str, dict[str, str]]:
             if partner and partner not in basic and all(s.get(mine) == path for s in uses.get(partner, [])):
                 out.setdefault(path, {})[role] = partner
     return out
+
+
+@lru_cache(maxsize=1)
+def case_study_mechanisms() -> dict[str, tuple[str, ...]]:
+    """{option path: case studies using it} for every option of ``jitlab.modules.case_studies`` (the case studies'
+    mechanisms), each with the ``case_studies/<name>`` folders whose modules derive from it (library order)."""
+    from jitlab.harness import case_study_names, read_files, seed_bank_dir
+    used: dict[str, list[str]] = {}
+    for name in case_study_names():
+        try:
+            files = read_files(seed_bank_dir() / name)
+        except (HarnessError, OSError):  # an incomplete folder names no mechanism; the bank reports it
+            continue
+        for path in modules_of(files).values():
+            if path and name not in used.setdefault(path, []):
+                used[path].append(name)
+    return {o.path: tuple(used.get(o.path, ())) for options in catalogue().values() for o in options
+            if o.module == "jitlab.modules.case_studies"}
 
 
 # -- rendering choices into files ----------------------------------------------------------------------
