@@ -26,6 +26,7 @@ backbone's speed on a resumed run that mostly hits the cache.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -91,7 +92,11 @@ class Progress:
         self._bar = None
         if self.mode == "bar":
             from tqdm.auto import tqdm
-            self._bar = tqdm(total=self.total, desc=desc, unit=unit, leave=True)
+            # a terminal that reports a 0 x 0 size (a pty with no size: `script`, some CI runners) makes tqdm draw
+            # nothing; shutil falls back to $COLUMNS / $LINES or 80 x 24 there
+            size = shutil.get_terminal_size()
+            shape = {} if in_notebook() else {"ncols": size.columns, "nrows": size.lines}
+            self._bar = tqdm(total=self.total, desc=desc, unit=unit, leave=True, **shape)
         if run_dir is not None and self._parent is None and self.total and in_notebook() \
                 and os.environ.get("JITLAB_PROGRESS") != "off":  # a grid names its root once, not each cell
             print(live_dashboard_hint(run_dir), flush=True)
