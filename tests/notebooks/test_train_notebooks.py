@@ -8,30 +8,22 @@ import json
 from pathlib import Path
 
 import pytest
+from test_notebooks import _execute as execute_notebook
+from test_notebooks import _outputs
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ["02_stage1_customization.ipynb", "03_stage2_repair.ipynb", "04_stage3_evo_gdpo.ipynb"]
 
 
 def _execute(name: str, tmp_path: Path, **parameters):
-    papermill = pytest.importorskip("papermill")
-    import nbformat
-
+    """test_notebooks._execute, skipped when the embedded model (the student) is not installed."""
     from jitlab.errors import ModelPackageMissing
     from jitlab.llm.hf import embedded_gguf_path
     try:
         embedded_gguf_path()
     except ModelPackageMissing as exc:
         pytest.skip(str(exc))
-    out = tmp_path / f"out-{name}"
-    papermill.execute_notebook(str(REPO / "notebooks" / name), str(out), parameters=parameters,
-                               kernel_name="python3", cwd=str(REPO), progress_bar=False)
-    return nbformat.read(str(out), as_version=4)
-
-
-def _outputs(nb, mime: str) -> list[str]:
-    return [o["data"][mime] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-            if mime in o.get("data", {})]
+    return execute_notebook(name, tmp_path, **parameters)
 
 
 def _json(path: Path) -> dict:
