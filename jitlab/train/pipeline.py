@@ -38,7 +38,7 @@ from jitlab.errors import ConfigError
 from jitlab.fields import check_fields
 from jitlab.train.records import write_json
 
-__all__ = ["POLICIES", "STEPS", "PipelineConfig", "evaluate_policies", "policy_backbones", "read_manifest",
+__all__ = ["POLICIES", "STEPS", "PipelineConfig", "evaluate_policies", "k_references", "policy_backbones", "read_manifest",
            "repair_before", "run_pipeline", "run_steps", "stage_overrides"]
 
 STEPS = ("baselines", "data1", "stage1", "data2", "stage2", "stage3", "validity", "streaming", "figures")

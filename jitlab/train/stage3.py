@@ -40,7 +40,8 @@ from jitlab.train.config import Stage3Config
 from jitlab.train.evo import ChannelRewards, Outcome, grpo_aggregation
 from jitlab.train.records import file_sha256, write_json
 
-__all__ = ["PlanEvaluator", "completion_text", "generation_rows", "grpo_trainer", "policy_chain", "run_stage3"]
+__all__ = ["PlanEvaluator", "completion_text", "generation_rows", "grpo_trainer", "policy_chain", "prompt_rows",
+           "run_stage3"]
 
 GENERATOR = "plan:stage3"
 
