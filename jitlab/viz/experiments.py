@@ -477,10 +477,10 @@ def mechanism_usage(run):
         yes, no = known[chosen], known[~chosen]
         out.append({"mechanism": short(path), "role": option(path).role,
                     "case_studies": ", ".join(n.split("/")[-1] for n in studies),
-                    "tasks_chosen": len(yes), "success_chosen": yes["success"].mean() if len(yes) else float("nan"),
-                    "reward_chosen": yes["reward"].mean() if len(yes) else float("nan"), "tasks_not_chosen": len(no),
-                    "success_not_chosen": no["success"].mean() if len(no) else float("nan"),
-                    "reward_not_chosen": no["reward"].mean() if len(no) else float("nan"),
+                    # the mean of no rows is NaN: a side with no task
+                    "tasks_chosen": len(yes), "success_chosen": yes["success"].mean(),
+                    "reward_chosen": yes["reward"].mean(), "tasks_not_chosen": len(no),
+                    "success_not_chosen": no["success"].mean(), "reward_not_chosen": no["reward"].mean(),
                     "candidates_with": sum(path in c for c in cand_rows), "candidates_read": len(cand_rows)})
     summary = pd.DataFrame(out, columns=MECHANISM_COLUMNS)
     summary = summary.sort_values(["tasks_chosen", "candidates_with"], ascending=False, kind="stable")
