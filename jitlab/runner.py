@@ -53,7 +53,8 @@ class RunConfig:
                                                                           "max_new_tokens, ...)"})
     split: str = field(default="dev", metadata={"help": "dev or test"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
-    limit: int | None = field(default=None, metadata={"help": "first N tasks of the split", "min": 1})
+    offset: int = field(default=0, metadata={"help": "index of the first task in the split", "min": 0})
+    limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (from --offset)", "min": 1})
     seed: int = field(default=0, metadata={"help": "episode seed (env reset and cache key)", "min": 0, "max": SEED_MAX})
     max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
@@ -81,7 +82,10 @@ class RunConfig:
         check_fields(self)
 
     def fingerprinted(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
+        fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
+        if not fp["offset"]:  # run directories made before `offset` existed have no such key and must still resume
+            del fp["offset"]
+        return fp
 
 
 def default_out(cfg: RunConfig) -> Path:
@@ -169,21 +173,29 @@ def cost_estimate(cfg: RunConfig, episodes: int) -> str:
             f"at ${per_mtok:g}/Mtok)")
 
 
-def run(cfg: RunConfig, spend: RunSpend | None = None) -> Path:
+def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | None = None) -> Path:
     """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json.
 
     ``spend`` (optional) is a RunSpend shared with other runs (a grid's total cap); by default the run's
     own ``max_cost`` / ``max_tokens_total`` are checked against its recorded spend. When a cap is reached
     no new episode starts, episodes in flight stop as ``spend_cap``, and SpendCapReached is raised after
-    summary.json is written."""
+    summary.json is written.
+
+    ``backbone`` (optional) is a LazyBackbone of ``cfg.backbone`` with ``cfg.backbone_options`` shared by several
+    runs in one process (the engineer loop's batches), so its model loads once; by default each run builds its own."""
     check_fields(cfg)  # again: a notebook may have changed a field after construction
     suite = get_suite(cfg.suite)
-    tasks = suite.tasks(cfg.split, cfg.family)[: cfg.limit]
+    every = suite.tasks(cfg.split, cfg.family)
+    tasks = every[cfg.offset:][: cfg.limit]
     if not tasks:
-        raise ConfigError(f"no tasks in suite {cfg.suite} split {cfg.split} family {cfg.family}")
+        past = f" from offset {cfg.offset} (it has {len(every)}); lower --offset" if every else ""
+        raise ConfigError(f"no tasks in suite {cfg.suite} split {cfg.split} family {cfg.family}{past}")
     out = Path(cfg.out) if cfg.out else default_out(cfg)
     harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite)
-    backbone = LazyBackbone(cfg.backbone, cfg.backbone_options)
+    if backbone is None:
+        backbone = LazyBackbone(cfg.backbone, cfg.backbone_options)
+    elif (backbone.name, backbone.options) != (cfg.backbone, cfg.backbone_options):
+        raise ConfigError(f"run: the shared backbone is {backbone.id}, the config names {cfg.backbone}; pass its own")
     budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
     from jitlab.llm.cache import default_cache
     cache = default_cache() if cfg.cache else None

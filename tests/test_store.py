@@ -47,6 +47,30 @@ def test_config_drift_is_refused_with_the_difference(tmp_path):
     assert list(tmp_path.joinpath("r").glob("run.*.sqlite")), "old records are kept beside the new run"
 
 
+def test_offset_selects_the_tasks_and_is_fingerprinted_only_when_set(tmp_path):
+    from jitlab.envs.toy import ToySuite
+    from jitlab.errors import ConfigError
+    from jitlab.store import fingerprint
+    ids = [t.id for t in ToySuite().tasks("dev")]
+    out = run(_cfg(tmp_path / "r", offset=3, limit=2))
+    assert sorted(load(out)["episodes"]["task_id"]) == ids[3:5]
+    with pytest.raises(ConfigDrift, match="offset: 3 -> "):  # another slice is another run
+        run(_cfg(tmp_path / "r", limit=2))
+    with pytest.raises(ConfigError, match=f"from offset {len(ids)} .*lower --offset"):
+        run(_cfg(tmp_path / "past", offset=len(ids)))
+    # a directory made before `offset` existed: its stored config (and fingerprint) has no such key
+    old = run(_cfg(tmp_path / "old", limit=2))
+    db = sqlite3.connect(old / "run.sqlite")
+    config = json.loads(db.execute("SELECT value FROM meta WHERE key='config'").fetchone()[0])
+    config.pop("offset", None)
+    with db:
+        db.execute("UPDATE meta SET value=? WHERE key='config'", (json.dumps(config, sort_keys=True),))
+        db.execute("UPDATE meta SET value=? WHERE key='fingerprint'", (fingerprint(config),))
+    db.close()
+    run(_cfg(tmp_path / "old", limit=2, offset=0))  # resumes: no ConfigDrift, nothing rerun
+    assert sorted(load(old)["episodes"]["task_id"]) == ids[:2]
+
+
 def test_infra_errors_are_retried_not_counted(tmp_path):
     out = run(_cfg(tmp_path / "r", backbone="scripted:fail", retries=1, limit=2))
     eps = load(out)["episodes"]

@@ -66,6 +66,8 @@ class EngineerConfig:
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str = field(default="runs/engineer", metadata={"help": "output directory", "nonempty": True})
     quiet: bool = field(default=False, metadata={"help": "print nothing per candidate"})
+    concurrency: int = field(default=6, metadata={"help": "episodes of a batch run at once; the hf engine batches "
+                                                          "their calls", "min": 1})
 
     def __post_init__(self):
         check_fields(self)
@@ -81,41 +83,29 @@ def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
 
 
 def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | Path) -> dict:
-    """Run ``harness`` on exactly ``tasks`` (seed ``cfg.seed``) in the sandbox, recorded in ``out`` (the jitlab
-    run format; resumable). Returns the run's summary with ``episodes``: {(task id, seed): success}."""
+    """Run ``harness`` on exactly ``tasks`` (a contiguous slice of one split of ``cfg.family``, as ``_tasks`` gives;
+    seed ``cfg.seed``) in the sandbox with ``jitlab.runner.run``, ``cfg.concurrency`` episodes at once, recorded in
+    ``out`` (the jitlab run format; resumable). Returns the run's summary with ``episodes``: {(task id, seed):
+    success}, ``harness_sha`` and ``run_dir``."""
     from jitlab.envs.base import get_suite
-    from jitlab.runner import FINAL, RunConfig, RunStore, _agent_factory, drive_episode
+    from jitlab.runner import RunConfig, run
     from jitlab.store import load, summarize
-    suite = get_suite(cfg.suite)
+    split, ids = tasks[0].split, [t.id for t in tasks]
+    every = [t.id for t in get_suite(cfg.suite).tasks(split, cfg.family)]
+    offset = every.index(ids[0]) if ids[0] in every else -1
+    if offset < 0 or every[offset: offset + len(ids)] != ids:
+        raise ConfigError(f"run_batch: tasks {ids[0]}..{ids[-1]} are not a contiguous slice of suite {cfg.suite} "
+                          f"{split} family {cfg.family}; pass a slice of its tasks")
     rc = RunConfig(suite=cfg.suite, harness=str(harness), backbone=cfg.backbone, backbone_options=cfg.backbone_options,
-                   split=tasks[0].split,
-                   family=cfg.family, seed=cfg.seed, max_steps=cfg.max_steps, max_tokens=cfg.max_tokens,
-                   isolation="sandbox", allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=str(out), quiet=True)
-    name, sha, isolation, make_agent = _agent_factory(rc, suite)
-    backbone = _backbone(cfg.backbone, cfg.backbone_options)
-    budget = Budget(rc.max_steps, rc.max_tokens, rc.max_wall_s)
-    cache = _cache(cfg)
-    store = RunStore(out, {**rc.fingerprinted(), "harness_sha": sha, "task_ids": [t.id for t in tasks]})
-    try:
-        for task in tasks:
-            for _ in range(rc.retries + 1):
-                status, attempt = store.status_of(sha, task.id, rc.seed)
-                if status in FINAL:
-                    break
-                episode = store.start_episode(name, sha, task, rc.seed, attempt, isolation)
-                llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=rc.seed)
-                result = drive_episode(suite, task, lambda env, llm=llm: make_agent(env, llm), llm, budget, rc.seed,
-                                       on_step=lambda s, e=episode: store.log_step(e, s))
-                store.finish_episode(episode, result.as_dict(), llm)
-                if result.status in FINAL:
-                    break
-    finally:
-        store.close()
-    summary = summarize(out)
-    eps = load(out)["episodes"]
-    done = eps[eps["final"]]
+                   split=split, family=cfg.family, offset=offset, limit=len(ids), seed=cfg.seed,
+                   max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, isolation="sandbox",
+                   allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=str(out), concurrency=cfg.concurrency,
+                   quiet=True)
+    run(rc, backbone=_backbone(cfg.backbone, cfg.backbone_options))
+    frames, summary = load(out), summarize(out, write=False)  # run() wrote summary.json
+    done = frames["episodes"][frames["episodes"]["final"]]
     summary["episodes"] = {(str(r.task_id), int(r.seed)): bool(r.success) for r in done.itertuples()}
-    summary["harness_sha"], summary["run_dir"] = sha, str(out)
+    summary["harness_sha"], summary["run_dir"] = frames["config"]["harness_sha"].iloc[0], str(out)
     return summary
 
 

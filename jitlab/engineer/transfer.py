@@ -59,6 +59,8 @@ class TransferConfig:
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str = field(default="runs/transfer", metadata={"help": "output directory", "nonempty": True})
     quiet: bool = field(default=False, metadata={"help": "print nothing per run"})
+    concurrency: int = field(default=6, metadata={"help": "episodes of a run at once; the hf engine batches their "
+                                                          "calls", "min": 1})
 
     def __post_init__(self):
         check_fields(self)
@@ -83,7 +85,8 @@ def _engineer_cfg(cfg: TransferConfig, backbone: str, split: str):
     from jitlab.engineer.loop import EngineerConfig
     return EngineerConfig(suite=cfg.suite, harness=cfg.harness, backbone=backbone, split=split, family=cfg.family,
                           seed=cfg.seed, max_steps=cfg.max_steps, max_tokens=cfg.max_tokens,
-                          allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=cfg.out, quiet=True)
+                          allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=cfg.out,
+                          concurrency=cfg.concurrency, quiet=True)
 
 
 def learn_overlay(method: str, run_dir: str | Path, threshold: float = 0.1) -> tuple[str, dict]:

@@ -24,8 +24,9 @@ __all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", 
            "train_phase", "training_arguments"]
 
 DONE = "DONE"
-# what may change between a run and its resume (logging and checkpoint cadence, evaluation size)
-_RESUMABLE = {"save_steps", "save_total_limit", "logging_steps", "report_to", "threads", "eval", "eval_limit"}
+# what may change between a run and its resume (logging and checkpoint cadence, evaluation size, speed)
+_RESUMABLE = {"save_steps", "save_total_limit", "logging_steps", "report_to", "threads", "eval", "eval_limit",
+              "concurrency"}
 
 
 def lora_config(cfg):

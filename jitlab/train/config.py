@@ -313,3 +313,5 @@ class EngineerGRPOConfig(TrainingCommon):
                                                                   "the lowest Δ: never above a valid patch)", "max": -1})
     allow_unisolated: bool = field(default=False, metadata={"help": "run patches without bubblewrap when it is "
                                                                     "unavailable (recorded)"})
+    concurrency: int = field(default=6, metadata={"help": "episodes of a batch re-run at once; the hf engine batches "
+                                                          "their calls", "min": 1})

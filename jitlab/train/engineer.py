@@ -161,9 +161,9 @@ def run_engineer_sft(cfg: EngineerSFTConfig, out: str | Path) -> dict:
 class PatchEvaluator:
     """Score a patch on a packet as the engineer loop scores a candidate (module docstring); ``out`` holds the runs."""
 
-    def __init__(self, packets: list[dict], out: Path, allow_unisolated: bool = False):
+    def __init__(self, packets: list[dict], out: Path, allow_unisolated: bool = False, concurrency: int = 6):
         self.packets = {p["packet_id"]: p for p in packets}
-        self.out, self.allow_unisolated = Path(out), allow_unisolated
+        self.out, self.allow_unisolated, self.concurrency = Path(out), allow_unisolated, concurrency
         self._ctx: dict[str, tuple] = {}
 
     def context(self, packet_id: str) -> tuple:
@@ -177,7 +177,7 @@ class PatchEvaluator:
             p = self.packets[packet_id]
             run = dict(p["run"])
             run["allow_unisolated"] = run.get("allow_unisolated") or self.allow_unisolated
-            cfg = EngineerConfig(**run, out=str(self.out), quiet=True)
+            cfg = EngineerConfig(**run, out=str(self.out), concurrency=self.concurrency, quiet=True)
             suite = get_suite(cfg.suite)
             by_id = {t.id: t for t in suite.tasks(cfg.split, cfg.family)}
             missing = [i for i in p["task_ids"] if i not in by_id]
@@ -241,7 +241,7 @@ def run_engineer_grpo(cfg: EngineerGRPOConfig, out: str | Path) -> dict:
     manifest = open_run(out, "engineer_grpo", fingerprint(cfg, hashes), {
         "config": asdict(cfg), "base": base, "below": [str(b) for b in below],
         "packets": [p["packet_id"] for p in packets]})
-    evaluator = PatchEvaluator(packets, out, cfg.allow_unisolated)
+    evaluator = PatchEvaluator(packets, out, cfg.allow_unisolated, cfg.concurrency)
     log_path = out / "completions.jsonl"
     logged = read_jsonl(log_path) if log_path.is_file() else []
 

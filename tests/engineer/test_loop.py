@@ -42,6 +42,29 @@ def test_delta_is_measured_on_the_same_tasks_and_seeds(tmp_path):
     assert gain["delta"] == good["success_rate"] - base["success_rate"]
 
 
+@requires_bwrap
+def test_a_batch_runs_concurrently_and_records_what_it_records_one_at_a_time(tmp_path):
+    tasks = ToySuite().tasks("dev")[2:7]  # not from the split's start: the runner's offset selects them
+    harness = apply_patch("react", rule_patch({"block_after": 1}), tmp_path / "h")  # wins some tasks, in varied steps
+    runs = {}
+    for n in (1, 3):
+        cfg = EngineerConfig(suite="toy", backbone="scripted:pick-first", seed=1, concurrency=n, cache=False,
+                             out=str(tmp_path))
+        runs[n] = run_batch(cfg, harness, tasks, tmp_path / f"c{n}")
+    frames = {n: load(r["run_dir"]) for n, r in runs.items()}
+    rows = {n: sorted(f["episodes"][["task_id", "seed", "status", "success", "steps"]].itertuples(index=False))
+            for n, f in frames.items()}
+    assert [r[0] for r in rows[1]] == [t.id for t in tasks] and rows[1] == rows[3]
+    assert len({(r.success, r.steps) for r in rows[1]}) > 1  # the rows differ, so equal rows are telling
+    actions = {n: f["steps"].merge(f["episodes"][["id", "task_id"]], left_on="episode_id", right_on="id")
+               .sort_values(["task_id", "step"])[["task_id", "step", "tool", "args"]].values.tolist()
+               for n, f in frames.items()}
+    assert actions[1] == actions[3] and runs[1]["episodes"] == runs[3]["episodes"]
+    assert runs[1]["harness_sha"] == runs[3]["harness_sha"] and runs[3]["isolation"] == ["bwrap+seccomp+rlimits"]
+    eps = frames[3]["episodes"].sort_values("started")
+    assert any(b < a for a, b in zip(eps["finished"], eps["started"].iloc[1:])), "no two episodes overlapped"
+
+
 def test_delta_uses_only_pairs_both_runs_finished():
     base = {"episodes": {("a", 0): False, ("b", 0): True, ("c", 0): False}}
     patched = {"episodes": {("a", 0): True, ("b", 0): True}}

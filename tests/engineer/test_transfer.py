@@ -49,7 +49,8 @@ def test_matrix_shape_paired_deltas_and_resume(tmp_path, capsys):
         assert cell["delta"] == pytest.approx(patched["success"].mean() - base["success"].mean())
     learned = json.loads((out / "transfer.json").read_text())["learned"]
     assert learned[A]["evidence"]["backbones"] == [A]  # learned from A's own dev trajectories
-    assert _episodes(learned[A]["dev_run_dir"])["task_id"].tolist() == result["dev_task_ids"]
+    # episodes run concurrently, so rows come in start order
+    assert sorted(_episodes(learned[A]["dev_run_dir"])["task_id"]) == sorted(result["dev_task_ids"])
     # pick-first repeats itself: its mined overlay helps on the backbone it was mined from
     own = next(c for c in result["cells"] if c["learned_on"] == A and c["applied_to"] == A)
     assert own["delta"] > 0
