@@ -12,8 +12,10 @@ valid patch re-runs the same batch -> Δ = success(patched) − success(base) ov
 both runs finished (``pairs`` in the record; a pair one side did not finish is listed in ``unpaired``).
 The best patch with Δ ≥ 0 is kept (ties: the first proposed); it becomes the next round's harness only when
 its Δ > 0. Base and patched runs are run the same way: both in the sandbox (``isolation="sandbox"``),
-so isolation cannot skew Δ. ``disjoint`` (tasks ``offset+batch .. offset+2*batch``) and ``test`` (the first
-N test tasks of the family) re-measure base vs the kept patch.
+so isolation cannot skew Δ. Every batch is a ``jitlab.runner.run`` of the batch's slice (``offset``/``limit``),
+``concurrency`` episodes at once (the hf engine batches their backbone calls), with one model for the whole loop.
+``disjoint`` (tasks ``offset+batch .. offset+2*batch``) and ``test`` (the first N test tasks of the family)
+re-measure base vs the kept patch.
 
 Everything is kept under ``out``: ``round<r>/base`` and ``round<r>/<i>-<sha12>`` run directories (the
 jitlab run format), ``patches/<sha16>/`` (the patched harness folders), ``round<r>/packet.json``,
