@@ -85,19 +85,20 @@ def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
 
 
 def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | Path) -> dict:
-    """Run ``harness`` on exactly ``tasks`` (a contiguous slice of one split of ``cfg.family``, as ``_tasks`` gives;
-    seed ``cfg.seed``) in the sandbox with ``jitlab.runner.run``, ``cfg.concurrency`` episodes at once, recorded in
-    ``out`` (the jitlab run format; resumable). Returns the run's summary with ``episodes``: {(task id, seed):
-    success}, ``harness_sha`` and ``run_dir``."""
+    """Run ``harness`` on exactly ``tasks`` (a contiguous slice of one split of ``cfg.family``, as ``_tasks`` gives,
+    in any order; seed ``cfg.seed``) in the sandbox with ``jitlab.runner.run``, ``cfg.concurrency`` episodes at once,
+    recorded in ``out`` (the jitlab run format; resumable). Returns the run's summary with ``episodes``: {(task id,
+    seed): success}, ``harness_sha`` and ``run_dir``."""
     from jitlab.envs.base import get_suite
     from jitlab.runner import RunConfig, run
     from jitlab.store import load, summarize
     split, ids = tasks[0].split, [t.id for t in tasks]
-    every = [t.id for t in get_suite(cfg.suite).tasks(split, cfg.family)]
-    offset = every.index(ids[0]) if ids[0] in every else -1
-    if offset < 0 or every[offset: offset + len(ids)] != ids:
-        raise ConfigError(f"run_batch: tasks {ids[0]}..{ids[-1]} are not a contiguous slice of suite {cfg.suite} "
+    index = {t.id: i for i, t in enumerate(get_suite(cfg.suite).tasks(split, cfg.family))}
+    at = sorted(index.get(i, -1) for i in ids)  # in any order: a packet lists its task ids sorted by name
+    if at[0] < 0 or at != list(range(at[0], at[0] + len(ids))):
+        raise ConfigError(f"run_batch: tasks {', '.join(ids)} are not a contiguous slice of suite {cfg.suite} "
                           f"{split} family {cfg.family}; pass a slice of its tasks")
+    offset = at[0]
     rc = RunConfig(suite=cfg.suite, harness=str(harness), backbone=cfg.backbone, backbone_options=cfg.backbone_options,
                    split=split, family=cfg.family, offset=offset, limit=len(ids), seed=cfg.seed,
                    max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, isolation="sandbox",

@@ -179,12 +179,16 @@ class PatchEvaluator:
             run["allow_unisolated"] = run.get("allow_unisolated") or self.allow_unisolated
             cfg = EngineerConfig(**run, out=str(self.out), concurrency=self.concurrency, quiet=True)
             suite = get_suite(cfg.suite)
-            by_id = {t.id: t for t in suite.tasks(cfg.split, cfg.family)}
-            missing = [i for i in p["task_ids"] if i not in by_id]
+            split = suite.tasks(cfg.split, cfg.family)
+            at = {t.id: i for i, t in enumerate(split)}
+            missing = [i for i in p["task_ids"] if i not in at]
             if missing:
                 raise ConfigError(f"packet {packet_id} ({p['loop']}): task {missing[0]} is not in suite {cfg.suite} "
                                   f"{cfg.split}; rebuild the data")
-            tasks = [by_id[i] for i in p["task_ids"]]
+            # the loop's batch is a slice of the split; a task whose episode never finished is not in the packet,
+            # so the span of the listed ones is re-run (Δ counts only pairs both runs finished)
+            span = sorted(at[i] for i in p["task_ids"])
+            tasks = split[span[0]: span[-1] + 1]
             base = resolve(cfg.harness)
             folder = base if not p["parent_patch"] else apply_patch(base, p["parent_patch"],
                                                                     self.out / "patches" / f"parent-{packet_id}")

@@ -4,6 +4,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent.parent / "sandbox"))
 from sandbox_helpers import requires_bwrap  # noqa: E402
 
@@ -63,6 +65,18 @@ def test_a_batch_runs_concurrently_and_records_what_it_records_one_at_a_time(tmp
     assert runs[1]["harness_sha"] == runs[3]["harness_sha"] and runs[3]["isolation"] == ["bwrap+seccomp+rlimits"]
     eps = frames[3]["episodes"].sort_values("started")
     assert any(b < a for a, b in zip(eps["finished"], eps["started"].iloc[1:])), "no two episodes overlapped"
+
+
+@requires_bwrap
+def test_a_batch_is_a_slice_of_the_split_in_any_order(tmp_path):
+    from jitlab.errors import ConfigError
+    cfg = EngineerConfig(suite="toy", backbone="scripted:pick-first", out=str(tmp_path))
+    tasks = ToySuite().tasks("dev")
+    first = run_batch(cfg, "react", tasks[3:5], tmp_path / "r")
+    again = run_batch(cfg, "react", tasks[3:5][::-1], tmp_path / "r")  # the same run: it resumes, nothing reruns
+    assert again["episodes"] == first["episodes"] and len(load(tmp_path / "r")["episodes"]) == 2
+    with pytest.raises(ConfigError, match="toy-dev-3, toy-dev-5 are not a contiguous slice"):
+        run_batch(cfg, "react", [tasks[3], tasks[5]], tmp_path / "gap")
 
 
 def test_delta_uses_only_pairs_both_runs_finished():
