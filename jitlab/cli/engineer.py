@@ -5,17 +5,20 @@
     jitlab engineer apply react hooks.py --out runs/react+patch       # base + patch -> a harness folder to run
     jitlab engineer run --suite toy --harness react --backbone scripted:pick-first --engineer rules \\
         --batch 4 --rounds 1 -k 4 --out runs/eng-toy [--disjoint] [--test 10]
+    jitlab engineer table --suite textworld --harness react,aorchestra --engineers rules,interventions,embedded \\
+        --batch 6 -k 4 --test 10 --out runs/engineer-table          # issue 13's closing table
     jitlab transfer --suite textworld --learn-on embedded --apply-to gemma3-270m --limit 6 --out runs/transfer-tw
 
-``run``'s options are generated from :class:`jitlab.engineer.loop.EngineerConfig` and ``transfer``'s from
-:class:`jitlab.engineer.transfer.TransferConfig`; the engineer machinery is
-imported inside the commands, so ``jitlab --help`` stays fast.
+``run``'s options are generated from :class:`jitlab.engineer.loop.EngineerConfig`, ``table``'s from
+:class:`jitlab.engineer.table.TableConfig` and ``transfer``'s from :class:`jitlab.engineer.transfer.TransferConfig`;
+the engineer machinery is imported inside the commands, so ``jitlab --help`` stays fast.
 """
 from __future__ import annotations
 
 from jitlab.cli.options import add_config_arguments, config_from_args
 
-__all__ = ["add_engineer_commands", "cmd_apply", "cmd_engineer_run", "cmd_mine", "cmd_packet", "cmd_transfer"]
+__all__ = ["add_engineer_commands", "cmd_apply", "cmd_engineer_run", "cmd_mine", "cmd_packet", "cmd_table",
+           "cmd_transfer"]
 
 
 def cmd_packet(args) -> int:
@@ -66,6 +69,15 @@ def cmd_engineer_run(args) -> int:
     return 0
 
 
+def cmd_table(args) -> int:
+    from jitlab.engineer.table import TableConfig, run_table
+    cfg = config_from_args(TableConfig, args)
+    rows = run_table(cfg)
+    print(f"\n{cfg.out}: {len(rows)} rows in {cfg.out}/table.md and table.csv; `jitlab export` the run directories "
+          f"under {cfg.out}/<harness>/<engineer>/ for results/", flush=True)
+    return 0
+
+
 def cmd_transfer(args) -> int:
     from jitlab.engineer.transfer import TransferConfig, run_transfer
     cfg = config_from_args(TransferConfig, args)
@@ -76,8 +88,9 @@ def cmd_transfer(args) -> int:
 
 
 def add_engineer_commands(subparsers) -> None:
-    """Register ``engineer packet|mine|apply|run`` and ``transfer`` on an argparse subparsers object."""
+    """Register ``engineer packet|mine|apply|run|table`` and ``transfer`` on an argparse subparsers object."""
     from jitlab.engineer.loop import EngineerConfig
+    from jitlab.engineer.table import TableConfig
     from jitlab.engineer.transfer import TransferConfig
     p = subparsers.add_parser("engineer", help="harness editing from failures: failure packets, patch loop")
     sub = p.add_subparsers(dest="engineer_command", required=True)
@@ -98,6 +111,11 @@ def add_engineer_commands(subparsers) -> None:
     add_config_arguments(r, EngineerConfig, required=("suite",), exclude=("k",))
     r.add_argument("-k", "--k", dest="k", type=int, default=4, help="patches proposed per round (default: 4)")
     r.set_defaults(func=cmd_engineer_run)
+    tb = sub.add_parser("table", help="issue 13's table: per base harness and engineer one loop with disjoint and test "
+                                      "re-measures; table.csv/.md (resumable runs)")
+    add_config_arguments(tb, TableConfig, required=("suite",), exclude=("k",))
+    tb.add_argument("-k", "--k", dest="k", type=int, default=4, help="patches proposed per engineer (default: 4)")
+    tb.set_defaults(func=cmd_table)
     t = subparsers.add_parser("transfer", help="learn a harness overlay on one backbone's dev runs, apply it to others: "
                                                "a Δ success matrix (resumable runs)")
     add_config_arguments(t, TransferConfig, required=("suite", "learn_on"))

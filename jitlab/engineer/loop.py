@@ -15,7 +15,9 @@ its Δ > 0. Base and patched runs are run the same way: both in the sandbox (``i
 so isolation cannot skew Δ. Every batch is a ``jitlab.runner.run`` of the batch's slice (``offset``/``limit``),
 ``concurrency`` episodes at once (the hf engine batches their backbone calls), with one model for the whole loop.
 ``disjoint`` (tasks ``offset+batch .. offset+2*batch``) and ``test`` (the first N test tasks of the family)
-re-measure base vs the kept patch.
+re-measure base vs the kept patch; the base runs there even when no patch was kept (then Δ is 0: the kept
+harness is the base). ``summary.json`` lists each measured run directory under ``runs`` (batch, disjoint, test:
+``base`` and ``kept``, the latter the base's run when no patch was kept).
 
 Everything is kept under ``out``: ``round<r>/base`` and ``round<r>/<i>-<sha12>`` run directories (the
 jitlab run format), ``patches/<sha16>/`` (the patched harness folders), ``round<r>/packet.json``,
@@ -48,8 +50,9 @@ class EngineerConfig:
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, ...); "
                                                                           "also given to an engineer backbone of the "
                                                                           "same kind"})
-    engineer: str = field(default="rules", metadata={"help": "'rules' (offline rule teacher) or a backbone that "
-                                                             "writes patches (embedded, hf:..., litellm:...)"})
+    engineer: str = field(default="rules", metadata={"help": "'rules' (offline rule teacher), 'interventions' "
+                                                             "(mined from the batch's run, offline) or a backbone "
+                                                             "that writes patches (embedded, hf:..., litellm:...)"})
     engineer_tokens: int = field(default=512, metadata={"help": "new tokens per patch a backbone engineer writes",
                                                         "min": 16})
     split: str = field(default="dev", metadata={"help": "split of the batch"})
@@ -176,7 +179,7 @@ def _append(path: Path, record: dict) -> None:
 def run_engineer(cfg: EngineerConfig) -> dict:
     """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``."""
     from jitlab.engineer.packets import build_packet, packet_json
-    from jitlab.engineer.proposer import make_engineer
+    from jitlab.engineer.proposer import OFFLINE, make_engineer
     from jitlab.envs.base import get_suite
     from jitlab.harness import resolve
     from jitlab.jit.repair import dev_task_for
@@ -188,7 +191,7 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
     dev_task = dev_task_for(suite, tasks[0])
     same_kind = cfg.engineer.partition(":")[0] == cfg.backbone.partition(":")[0]
-    engineer_backbone = None if cfg.engineer == "rules" else _backbone(cfg.engineer,
+    engineer_backbone = None if cfg.engineer in OFFLINE else _backbone(cfg.engineer,
                                                                         cfg.backbone_options if same_kind else {})
     engineer = make_engineer(cfg.engineer, None if engineer_backbone is None else (
         lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")),
@@ -208,7 +211,7 @@ def run_engineer(cfg: EngineerConfig) -> dict:
         (rdir / "packet.json").parent.mkdir(parents=True, exist_ok=True)
         (rdir / "packet.json").write_text(text)
         packet_sha = hashlib.sha256(text.encode()).hexdigest()[:16]
-        proposals = engineer.propose(packet, cfg.k, current_text)
+        proposals = engineer.propose(packet, cfg.k, current_text, run_dir=packet_dir)
         best = None
         for i, proposal in enumerate(proposals):
             start = time.perf_counter()
@@ -237,18 +240,19 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     summary = {"config": asdict(cfg), "base_sha": base_run["harness_sha"], "base_success": base_run["success_rate"],
                "kept_patch": current_text, "kept_sha": current_run["harness_sha"] if current_text else None,
                "success": current_run["success_rate"], "delta_batch": delta(base_run, current_run)["delta"],
-               "rounds": rounds}
-    if current_text and (cfg.disjoint or cfg.test):
-        folder = out / "patches" / current_run["harness_sha"][:16]
-        checks = []
-        if cfg.disjoint:
-            checks.append(("disjoint", _tasks(cfg, cfg.split, cfg.offset + cfg.batch, cfg.batch)))
-        if cfg.test:
-            checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
-        for label, held in checks:
-            b = run_batch(cfg, base_folder, held, out / label / "base")
-            p = run_batch(cfg, folder, held, out / label / "patched")
-            summary[f"delta_{label}"] = delta(b, p)
-            say(f"{label}: base {b['success_rate']:.2f} -> patched {p['success_rate']:.2f}")
+               "rounds": rounds, "runs": {"batch": {"base": base_run["run_dir"], "kept": current_run["run_dir"]}}}
+    checks = []
+    if cfg.disjoint:
+        checks.append(("disjoint", _tasks(cfg, cfg.split, cfg.offset + cfg.batch, cfg.batch)))
+    if cfg.test:
+        checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
+    for label, held in checks:  # the base always runs: a table's base rows need its held-out runs too
+        b = run_batch(cfg, base_folder, held, out / label / "base")
+        p = b if not current_text else run_batch(cfg, out / "patches" / current_run["harness_sha"][:16], held,
+                                                   out / label / "patched")
+        summary[f"delta_{label}"] = delta(b, p)
+        summary["runs"][label] = {"base": b["run_dir"], "kept": p["run_dir"]}
+        say(f"{label}: base {b['success_rate']:.2f} -> {'patched' if current_text else 'no patch kept'} "
+            f"{p['success_rate']:.2f}")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
     return summary

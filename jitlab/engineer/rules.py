@@ -44,8 +44,8 @@ def rule_patch(fields: dict, note: str = "") -> str:
             "@dataclass\nclass Hooks(RuleHooks):\n" + "\n".join(lines) + "\n")
 
 
-def rule_fields(text: str) -> dict:
-    """The rule fields a rule patch sets ({} for any other patch)."""
+def rule_fields(text: str, names=RULES) -> dict:
+    """The rule fields (``names``: default the RuleHooks rules) a patch's ``class Hooks`` sets ({} for none)."""
     import ast
     try:
         tree = ast.parse(text)
@@ -55,7 +55,7 @@ def rule_fields(text: str) -> dict:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Hooks":
             for item in node.body:
-                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.target.id in RULES:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.target.id in names:
                     try:
                         out[item.target.id] = ast.literal_eval(item.value)
                     except ValueError:

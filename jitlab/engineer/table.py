@@ -1,0 +1,139 @@
+"""The closing table of issue 13: base harnesses vs + rule patches vs + learned interventions vs + engineer patches.
+
+    jitlab engineer table --suite textworld --harness react,aorchestra --engineers rules,interventions,embedded \\
+        --batch 6 -k 4 --test 10 --out runs/engineer-table
+    from jitlab.engineer.table import TableConfig, run_table
+    rows = run_table(TableConfig(suite="toy", harness="react", engineers="rules,interventions",
+                                 backbone="scripted:pick-first", batch=2, test=2))
+
+For each base harness H (``--harness``, comma-separated) and engineer E (``--engineers``: ``rules``,
+``interventions`` or a backbone that writes patches, e.g. ``embedded`` untrained or ``hf:<adapter>`` trained) one
+engineer loop (jitlab.engineer.loop.run_engineer: one round, ``batch`` dev tasks, K candidates, re-measured on the
+disjoint next batch and on the first ``test`` test tasks) runs into ``<out>/<H>/<E>/``. Then ``<out>/table.csv``
+and ``table.md`` (``table.json``: the same rows and the config): per harness one ``base`` row (the base harness's runs of its first engineer's loop) and one row
+per engineer: success, Δ and tokens per task on the batch, the disjoint batch and the test tasks, from the kept
+patch's runs, or the base's when no patch was kept (``kept`` False, Δ 0), and the kept patch's sha (16 hex).
+Success and tokens are read back from the run directories each loop's ``summary.json`` lists under ``runs``
+(jitlab.store.summarize); Δ is the loop's (over the (task, seed) pairs both runs finished, jitlab.engineer.loop.delta).
+
+Resumable: a rerun with the same ``out`` reruns no finished episode (each loop resumes through its run dirs).
+Every loop re-runs the base harness on the same tasks and seed; with the replay cache on (the default) the
+repeats are answered from the cache (same prompts, same seed), so only the first costs model time. Caveat: each
+method row's Δ is against its own loop's base runs; they equal the base row's when the cache answers them.
+Export for results/: ``jitlab export`` of the run directories (``<out>/<H>/<E>/{round0,disjoint,test}/*``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from jitlab.errors import ConfigError
+from jitlab.fields import SEED_MAX, check_fields
+from jitlab.runtime import EPISODE_MAX_TOKENS
+
+__all__ = ["COLUMNS", "LABELS", "TableConfig", "run_table", "table_rows"]
+
+LABELS = ("batch", "disjoint", "test")
+COLUMNS = ["harness", "engineer", "kept", *(f"success_{x}" for x in LABELS), *(f"delta_{x}" for x in LABELS),
+           *(f"tokens_{x}" for x in LABELS), "kept_sha"]
+
+
+@dataclass
+class TableConfig:
+    suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
+    harness: str = field(default="react,aorchestra", metadata={"help": "base harnesses, comma-separated (seed "
+                                                                        "names or folders; never edited)",
+                                                                "nonempty": True})
+    engineers: str = field(default="rules,interventions,embedded", metadata={
+        "help": "engineers, comma-separated: rules, interventions, or a backbone that writes patches (embedded: "
+                "untrained; hf:<dir>/adapter: trained)", "nonempty": True})
+    backbone: str = field(default="embedded", metadata={"help": "backbone the harnesses run with"})
+    batch: int = field(default=6, metadata={"help": "tasks in the batch (and in the disjoint batch)", "min": 1})
+    offset: int = field(default=0, metadata={"help": "index of the batch's first dev task", "min": 0})
+    k: int = field(default=4, metadata={"help": "patches proposed per engineer", "min": 1})
+    test: int = field(default=10, metadata={"help": "test tasks (the first N of the test split; 0: none)", "min": 0})
+    seed: int = field(default=0, metadata={"help": "episode seed of every run", "min": 0, "max": SEED_MAX})
+    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
+    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
+    concurrency: int = field(default=6, metadata={"help": "episodes of a batch run at once", "min": 1})
+    cache: bool = field(default=True, metadata={"help": "use the replay cache (answers the repeated base runs)"})
+    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
+    out: str = field(default="runs/engineer-table", metadata={"help": "output directory", "nonempty": True})
+    quiet: bool = field(default=False, metadata={"help": "print nothing per loop"})
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+def _names(text: str, what: str) -> list[str]:
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise ConfigError(f"engineer table: --{what} names nothing; give one or more, comma-separated")
+    return names
+
+
+def _side(summary: dict, label: str, side: str) -> dict:
+    """Success and tokens per task of one run a loop measured (None when the loop did not measure ``label``)."""
+    from jitlab.store import summarize
+    run_dir = summary.get("runs", {}).get(label, {}).get(side)
+    if run_dir is None:
+        return {f"success_{label}": None, f"tokens_{label}": None}
+    s = summarize(run_dir, write=False)
+    return {f"success_{label}": s["success_rate"], f"tokens_{label}": s["tokens_per_task"]}
+
+
+def table_rows(harness: str, summaries: dict[str, dict]) -> list[dict]:
+    """The base row and one row per engineer of one harness, from its loops' ``summary.json`` dicts (by engineer)."""
+    first = next(iter(summaries.values()))
+    rows = [{"harness": harness, "engineer": "base", "kept": None, "kept_sha": None,
+             **{k: v for x in LABELS for k, v in _side(first, x, "base").items()}}]
+    for engineer, s in summaries.items():
+        row = {"harness": harness, "engineer": engineer, "kept": s["kept_sha"] is not None,
+               "kept_sha": (s["kept_sha"] or "")[:16] or None}
+        for x in LABELS:
+            row |= _side(s, x, "kept")
+            row[f"delta_{x}"] = s["delta_batch"] if x == "batch" else (s.get(f"delta_{x}") or {}).get("delta")
+        rows.append(row)
+    return rows
+
+
+def run_table(cfg: TableConfig) -> list[dict]:
+    """Run every (harness, engineer) loop and write ``table.csv``/``table.md`` (see the module docstring); returns
+    the rows."""
+    import pandas as pd
+
+    from jitlab.engineer.loop import EngineerConfig, run_engineer
+    from jitlab.engineer.proposer import OFFLINE
+    from jitlab.engineer.transfer import slug
+    from jitlab.llm.base import check_name
+    from jitlab.viz.tables import markdown_table
+    check_fields(cfg)
+    harnesses, engineers = _names(cfg.harness, "harness"), _names(cfg.engineers, "engineers")
+    for name in [cfg.backbone, *(e for e in engineers if e not in OFFLINE)]:
+        check_name(name)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
+    rows = []
+    for harness in harnesses:
+        summaries = {}
+        for engineer in engineers:
+            loop_out = out / slug(harness) / slug(engineer)
+            summaries[engineer] = run_engineer(EngineerConfig(
+                suite=cfg.suite, harness=harness, backbone=cfg.backbone, engineer=engineer, batch=cfg.batch,
+                offset=cfg.offset, k=cfg.k, rounds=1, disjoint=True, test=cfg.test, seed=cfg.seed,
+                max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, concurrency=cfg.concurrency, cache=cfg.cache,
+                allow_unisolated=cfg.allow_unisolated, out=str(loop_out), quiet=True))
+            s = summaries[engineer]
+            say(f"{harness} + {engineer}: batch {s['base_success']:.2f} -> {s['success']:.2f}, kept "
+                f"{(s['kept_sha'] or 'none')[:12]} ({loop_out})")
+        rows += table_rows(harness, summaries)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame.to_csv(out / "table.csv", index=False)
+    shown = frame.astype(object).where(frame.notna(), None)
+    for x in LABELS:  # whole tokens read better than 1.35e+03
+        shown[f"tokens_{x}"] = [None if v is None else round(v) for v in shown[f"tokens_{x}"]]
+    (out / "table.md").write_text(markdown_table(shown, empty="—") + "\n")
+    (out / "table.json").write_text(json.dumps({"config": asdict(cfg), "rows": rows}, indent=2, default=str))
+    return rows
