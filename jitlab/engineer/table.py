@@ -106,12 +106,15 @@ def run_table(cfg: TableConfig) -> list[dict]:
     from jitlab.engineer.loop import EngineerConfig, run_engineer
     from jitlab.engineer.proposer import OFFLINE
     from jitlab.engineer.transfer import slug
+    from jitlab.harness import resolve
     from jitlab.llm.base import check_name
     from jitlab.viz.tables import markdown_table
     check_fields(cfg)
     harnesses, engineers = _names(cfg.harness, "harness"), _names(cfg.engineers, "engineers")
-    for name in [cfg.backbone, *(e for e in engineers if e not in OFFLINE)]:
+    for name in [cfg.backbone, *(e for e in engineers if e not in OFFLINE)]:  # bad names fail before any run
         check_name(name)
+    for harness in harnesses:
+        resolve(harness)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
