@@ -98,8 +98,8 @@ class ModelEngineer:
 
 
 def make_engineer(name: str, new_handle=None, **options):
-    """``rules``, ``interventions`` or a backbone name (``new_handle(index)`` gives that backbone's handle for proposal index);
-    ``options``: ModelEngineer's (max_new_tokens)."""
+    """``rules``, ``interventions`` or a backbone name (``new_handle(index)`` gives that backbone's handle for
+    proposal index); ``options``: ModelEngineer's (max_new_tokens)."""
     if name == "rules":
         return RuleEngineer()
     if name == "interventions":

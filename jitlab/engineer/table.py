@@ -10,9 +10,10 @@ For each base harness H (``--harness``, comma-separated) and engineer E (``--eng
 ``interventions`` or a backbone that writes patches, e.g. ``embedded`` untrained or ``hf:<adapter>`` trained) one
 engineer loop (jitlab.engineer.loop.run_engineer: one round, ``batch`` dev tasks, K candidates, re-measured on the
 disjoint next batch and on the first ``test`` test tasks) runs into ``<out>/<H>/<E>/``. Then ``<out>/table.csv``
-and ``table.md`` (``table.json``: the same rows and the config): per harness one ``base`` row (the base harness's runs of its first engineer's loop) and one row
-per engineer: success, Δ and tokens per task on the batch, the disjoint batch and the test tasks, from the kept
-patch's runs, or the base's when no patch was kept (``kept`` False, Δ 0), and the kept patch's sha (16 hex).
+and ``table.md`` (``table.json``: the same rows and the config): per harness one ``base`` row (the base harness's
+runs of its first engineer's loop) and one row per engineer: success, Δ and tokens per task on the batch, the
+disjoint batch and the test tasks, from the kept patch's runs, or the base's when no patch was kept (``kept``
+False, Δ 0), and the kept patch's sha (16 hex).
 Success and tokens are read back from the run directories each loop's ``summary.json`` lists under ``runs``
 (jitlab.store.summarize); Δ is the loop's (over the (task, seed) pairs both runs finished, jitlab.engineer.loop.delta).
 
