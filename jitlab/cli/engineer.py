@@ -6,7 +6,7 @@
     jitlab engineer run --suite toy --harness react --backbone scripted:pick-first --engineer rules \\
         --batch 4 --rounds 1 -k 4 --out runs/eng-toy [--disjoint] [--test 10]
     jitlab engineer table --suite textworld --harness react,aorchestra --engineers rules,interventions,embedded \\
-        --batch 6 -k 4 --test 10 --out runs/engineer-table          # issue 13's closing table
+        --batch 6 -k 4 --test 10 --out runs/engineer-table          # base vs + patches, one table
     jitlab transfer --suite textworld --learn-on embedded --apply-to gemma3-270m --limit 6 --out runs/transfer-tw
 
 ``run``'s options are generated from :class:`jitlab.engineer.loop.EngineerConfig`, ``table``'s from
@@ -111,8 +111,8 @@ def add_engineer_commands(subparsers) -> None:
     add_config_arguments(r, EngineerConfig, required=("suite",), exclude=("k",))
     r.add_argument("-k", "--k", dest="k", type=int, default=4, help="patches proposed per round (default: 4)")
     r.set_defaults(func=cmd_engineer_run)
-    tb = sub.add_parser("table", help="issue 13's table: per base harness and engineer one loop with disjoint and test "
-                                      "re-measures; table.csv/.md (resumable runs)")
+    tb = sub.add_parser("table", help="base harnesses vs + each engineer's kept patch on the batch, a disjoint "
+                                      "batch and test tasks: table.csv/.md (resumable runs)")
     add_config_arguments(tb, TableConfig, required=("suite",), exclude=("k",))
     tb.add_argument("-k", "--k", dest="k", type=int, default=4, help="patches proposed per engineer (default: 4)")
     tb.set_defaults(func=cmd_table)
