@@ -12,8 +12,8 @@ Prefix reuse is off here (the same prompts twice would be free the second time);
 
 Part 2 runs llama.cpp (llama-cpp-python, ``pip install -e .[llamacpp]``; skipped with a message when
 not importable) single stream on the same GGUF file and the same prompts, one after another, in a child process
-with the environment as the user set it (jitlab's ``OMP_WAIT_POLICY=PASSIVE`` slows llama.cpp's OpenMP several
-fold), once with 1 thread and once with one per CPU; the faster is the baseline of the ratios.
+with the environment as the user set it (in this process, beside torch and jitlab's ``OMP_WAIT_POLICY=PASSIVE``,
+it ran far slower), once with 1 thread and once with one per CPU; the faster is the baseline of the ratios.
 
 Part 3 runs one real ReAct episode (seed_bank/react on the first ``--split`` task of ``--suite`` in
 ``--family`` (TextWorld cooking by default: 40-step tasks that run all ``--steps``), ``--steps``
@@ -104,10 +104,11 @@ def llamacpp(concurrency: int, new_tokens: int, threads: int) -> dict | None:
     """llama.cpp single stream on the embedded GGUF, the same prompts one after another, in a child process;
     None if llama-cpp-python is not installed.
 
-    A child process, because this one has loaded torch and jitlab.llm.hf has set ``OMP_WAIT_POLICY=PASSIVE``:
-    llama.cpp's OpenMP threads then sleep at every barrier, and a 135M model has hundreds per token (measured
-    here: 23 tokens/s with 2 threads, where its own default gives several times that). The child gets the
-    environment as it was before this script ran."""
+    A child process, because in this one llama.cpp ran at 23 tokens/s with 2 threads, against 37 in a child on a
+    machine running at half the speed. This process has torch's OpenMP runtime loaded, and jitlab.llm.hf has set
+    ``OMP_WAIT_POLICY=PASSIVE``, so llama.cpp's OpenMP threads sleep at each of the hundreds of barriers per token;
+    which of the two costs more was not isolated. The child gets the environment as it was before this script
+    ran."""
     import json
     import subprocess
     import sys
