@@ -68,7 +68,8 @@ class TableConfig:
 
 
 def _names(text: str, what: str) -> list[str]:
-    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    from jitlab.engineer.transfer import _names as names_of
+    names = names_of(text)
     if not names:
         raise ConfigError(f"engineer table: --{what} names nothing; give one or more, comma-separated")
     return names
