@@ -94,7 +94,7 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
     seed): success}, ``harness_sha`` and ``run_dir``."""
     from jitlab.envs.base import get_suite
     from jitlab.runner import RunConfig, run
-    from jitlab.store import load, summarize
+    from jitlab.store import load
     split, ids = tasks[0].split, [t.id for t in tasks]
     index = {t.id: i for i, t in enumerate(get_suite(cfg.suite).tasks(split, cfg.family))}
     at = sorted(index.get(i, -1) for i in ids)  # in any order: a packet lists its task ids sorted by name
@@ -107,8 +107,8 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
                    max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, isolation="sandbox",
                    allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=str(out), concurrency=cfg.concurrency,
                    quiet=True)
-    run(rc, backbone=_backbone(cfg.backbone, cfg.backbone_options))
-    frames, summary = load(out), summarize(out, write=False)  # run() wrote summary.json
+    summary = json.loads((run(rc, backbone=_backbone(cfg.backbone, cfg.backbone_options)) / "summary.json").read_text())
+    frames = load(out)
     done = frames["episodes"][frames["episodes"]["final"]]
     summary["episodes"] = {(str(r.task_id), int(r.seed)): bool(r.success) for r in done.itertuples()}
     summary["harness_sha"], summary["run_dir"] = frames["config"]["harness_sha"].iloc[0], str(out)
