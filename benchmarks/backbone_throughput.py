@@ -233,8 +233,8 @@ def main(argv=None) -> None:
         print(f"  vs embedded batch 1: {t['ratio']:.2f}x   batched text == batch-1 text: {t['same_text']}/{t['requests']}",
               flush=True)
         from importlib.util import find_spec
-        runs = [llamacpp(args.concurrency, args.new_tokens, n) for n in sorted({1, os.cpu_count() or 1})
-                if find_spec("llama_cpp")]
+        installed = find_spec("llama_cpp") is not None
+        runs = [llamacpp(args.concurrency, args.new_tokens, n) for n in sorted({1, os.cpu_count() or 1})] if installed else []
         if not runs or runs[0] is None:
             print("llama.cpp: skipped (llama_cpp not importable; `pip install -e .[llamacpp]` builds it from source, "
                   "6-15 minutes on 2 cores)")
