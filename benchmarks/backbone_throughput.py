@@ -9,6 +9,10 @@ greedy, fixed ``--new-tokens`` cap) twice in one process: one after another (bat
 ``concurrency`` threads at once (the hf backend merges them into batched ``generate`` calls). It
 prints generated tokens/s for both, the batch sizes used and whether the batched texts equal batch 1's.
 Prefix reuse is off here (the same prompts twice would be free the second time); part 3 measures it.
+Then, for each of ``--variants`` (default ``bfloat16,int8``: the hf backend's speed options that change
+logits, recorded in the backbone id), the same ``concurrency`` prompts at once again, with how many
+texts equal the float32 batch-1 texts. The embedded GGUF is Q4_1: the embedded engine de-quantizes it to
+float32 (4 bytes a weight, read once per decoding step), llama.cpp runs the 4-bit blocks themselves.
 
 Part 2 runs llama.cpp (llama-cpp-python, ``pip install -e .[llamacpp]``; skipped with a message when
 not importable) single stream on the same GGUF file and the same prompts, one after another, in a child process
@@ -63,19 +67,24 @@ PROMPTS = [
 ]
 
 
-def throughput(concurrency: int, new_tokens: int) -> dict:
+def _messages(concurrency: int) -> list[list[dict]]:
+    return [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(concurrency)]
+
+
+def _load_embedded(new_tokens: int, **options):
+    """(backbone, load seconds): the engine alone (prefix reuse off: part 3 measures it), warmed up."""
     from jitlab.llm import get_backbone
     start = time.perf_counter()
-    llm = get_backbone("embedded", max_new_tokens=new_tokens, prefix_cache_mb=0)  # the engine alone: part 3 has reuse
+    llm = get_backbone("embedded", max_new_tokens=new_tokens, prefix_cache_mb=0, **options)
     load_s = time.perf_counter() - start
-    messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(concurrency)]
     llm.chat([{"role": "user", "content": "Hello."}], max_new_tokens=4)      # warm-up, not timed
+    return llm, load_s
 
-    start = time.perf_counter()
-    alone = [llm.chat(m) for m in messages]
-    alone_s = time.perf_counter() - start
 
+def _concurrent(llm, messages: list[list[dict]]) -> tuple[list, float]:
+    """Every request from its own thread at once: (completions, wall seconds)."""
     llm.engine.batches.clear()
+    concurrency = len(messages)
     together: list = [None] * concurrency
     barrier = threading.Barrier(concurrency)
 
@@ -89,7 +98,16 @@ def throughput(concurrency: int, new_tokens: int) -> dict:
         t.start()
     for t in threads:
         t.join()
-    together_s = time.perf_counter() - start
+    return together, time.perf_counter() - start
+
+
+def throughput(concurrency: int, new_tokens: int) -> dict:
+    llm, load_s = _load_embedded(new_tokens)
+    messages = _messages(concurrency)
+    start = time.perf_counter()
+    alone = [llm.chat(m) for m in messages]
+    alone_s = time.perf_counter() - start
+    together, together_s = _concurrent(llm, messages)
     tokens_alone = sum(c.completion_tokens for c in alone)
     tokens_together = sum(c.completion_tokens for c in together)
     return {"load_s": load_s, "requests": concurrency, "tokens": tokens_alone,
@@ -97,7 +115,19 @@ def throughput(concurrency: int, new_tokens: int) -> dict:
             "concurrent_tok_s": tokens_together / together_s, "concurrent_wall_s": together_s,
             "ratio": (tokens_together / together_s) / (tokens_alone / alone_s),
             "batches": list(llm.engine.batches),
-            "same_text": sum(a.text == b.text for a, b in zip(alone, together))}
+            "same_text": sum(a.text == b.text for a, b in zip(alone, together)), "texts": [c.text for c in alone]}
+
+
+VARIANTS = {"bfloat16": {"dtype": "bfloat16"}, "int8": {"quantize": "int8"}}
+
+
+def variant(name: str, concurrency: int, new_tokens: int, reference: list[str]) -> dict:
+    """``concurrency`` requests at once with one of the output-changing speed options (VARIANTS)."""
+    llm, load_s = _load_embedded(new_tokens, **VARIANTS[name])
+    together, wall = _concurrent(llm, _messages(concurrency))
+    tokens = sum(c.completion_tokens for c in together)
+    return {"name": name, "backbone": llm.id, "load_s": load_s, "tok_s": tokens / wall, "wall_s": wall,
+            "batches": list(llm.engine.batches), "same_text": sum(c.text == r for c, r in zip(together, reference))}
 
 
 def llamacpp(concurrency: int, new_tokens: int, threads: int) -> dict | None:
@@ -204,6 +234,8 @@ def main(argv=None) -> None:
                                                            "tasks run all --steps (easy ones end in 1-3 steps)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); 1 is steadier "
                                                                  "on a machine loaded by other work")
+    parser.add_argument("--variants", default="bfloat16,int8",
+                        help="part 1: output-changing speed options also measured concurrent ('' for none)")
     parser.add_argument("--skip-throughput", action="store_true", help="skip parts 1-2")
     parser.add_argument("--skip-episode", action="store_true", help="skip part 3")
     parser.add_argument("--mismatch", type=int, default=0, help="part 4: episodes per suite (0: skip)")
@@ -232,6 +264,12 @@ def main(argv=None) -> None:
               f"{t['batches']}, {t['concurrent_wall_s']:.1f} s)")
         print(f"  vs embedded batch 1: {t['ratio']:.2f}x   batched text == batch-1 text: {t['same_text']}/{t['requests']}",
               flush=True)
+        variants = [variant(v.strip(), args.concurrency, args.new_tokens, t["texts"])
+                    for v in args.variants.split(",") if v.strip()]
+        for v in variants:
+            print(f"embedded {args.concurrency} concurrent, {v['name']} ({v['backbone']}): {v['tok_s']:7.2f} tokens/s  "
+                  f"({v['wall_s']:.1f} s, batches {v['batches']}; {v['tok_s'] / t['batch1_tok_s']:.2f}x "
+                  f"embedded batch 1; text == float32 batch-1 text: {v['same_text']}/{t['requests']})", flush=True)
         from importlib.util import find_spec
         installed = find_spec("llama_cpp") is not None
         runs = [llamacpp(args.concurrency, args.new_tokens, n) for n in sorted({1, os.cpu_count() or 1})] if installed else []
@@ -246,6 +284,8 @@ def main(argv=None) -> None:
             print(f"  llama.cpp baseline ({c['threads']} thread(s)) vs embedded batch 1: {c['tok_s'] / t['batch1_tok_s']:.2f}x")
             print(f"  embedded batch 1 / llama.cpp: {t['batch1_tok_s'] / c['tok_s']:.2f}x   embedded {args.concurrency} "
                   f"concurrent / llama.cpp: {t['concurrent_tok_s'] / c['tok_s']:.2f}x", flush=True)
+            for v in variants:
+                print(f"  embedded {args.concurrency} concurrent, {v['name']} / llama.cpp: {v['tok_s'] / c['tok_s']:.2f}x")
     if not args.skip_episode:
         off, on = reuse_episode(args.suite, args.steps, args.split, args.family or None)
         for name, e in (("reuse off", off), ("reuse on ", on)):
