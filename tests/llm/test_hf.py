@@ -277,6 +277,41 @@ def test_prefix_reuse_prefills_only_the_suffix_and_keeps_greedy_outputs():
         assert info_on["compute_s"] > 0 and info_on["started"] > 0
 
 
+def test_growing_cache_appends_in_place_and_holds_what_concatenation_would():
+    import torch
+    from transformers import DynamicCache
+    model = _tiny_engine(0).model
+    grow, plain = hf._growing_cache(model), DynamicCache(config=model.config)
+
+    def add(n, batch=2):
+        keys = [(torch.randn(batch, 2, n, 8), torch.randn(batch, 2, n, 8)) for _ in grow.layers]
+        for cache in (grow, plain):
+            for layer, (k, v) in zip(cache.layers, keys):
+                layer.update(k, v)
+        for a, b in zip(grow.layers, plain.layers):
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    add(10)
+    room = grow.layers[0].room[0].data_ptr()
+    for _ in range(5):
+        add(1)
+    assert grow.layers[0].room[0].data_ptr() == room      # decoding appended into the room: nothing copied
+    add(hf._GROWTH)                                        # past the room: re-allocated, same contents
+    assert grow.layers[0].room[0].data_ptr() != room
+    for cache in (grow, plain):
+        cache.crop(-3)
+        cache.batch_repeat_interleave(2)
+    add(1, batch=4)
+
+
+def test_generate_with_the_growing_cache_equals_transformers_default_cache():
+    greedy = {"max_new_tokens": hf._GROWTH + 40, "temperature": 0.0, "top_p": None, "seed": None, "stop": ()}
+    prompts = [[5, 9, 33, 17, 2, 41], [7, 7, 60, 3]]
+    engine = _tiny_engine(0)
+    growing = engine.generate(prompts, greedy)           # the room is re-allocated once while decoding
+    engine.reusable = False                               # transformers' own DynamicCache
+    assert engine.generate(prompts, greedy) == growing
+
+
 def test_output_changing_options_are_checked():
     with pytest.raises(ConfigError, match="quantize 'int4' unknown"):
         get_backbone("embedded", quantize="int4")
