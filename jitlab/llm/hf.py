@@ -295,18 +295,22 @@ def _full_attention_only(model) -> bool:
 _GROWTH = 256   # spare positions a growing cache layer allocates beyond what it holds
 
 
-def _growing_cache(model, data=None):
+def _growing_cache(model):
     """A DynamicCache whose layers append new keys/values in place into spare room (``_GROWTH`` positions,
     re-allocated when full) instead of concatenating the whole cache at every decoded token, which copied
     every row's keys/values per token: with 16 rows of 1,500 tokens that was about 1 s a token on 2 cores.
     The values, and so the outputs, are the same; attention reads the cache through a strided view. For
-    full-attention models only (``_full_attention_only``); ``data`` pre-fills it like ``ddp_cache_data``."""
+    full-attention models only (``_full_attention_only``)."""
     from transformers import DynamicCache
     cache = DynamicCache(config=model.config)
     cache.layers = [_growing_layer_class()() for _ in cache.layers]
-    for layer, (keys, values) in zip(cache.layers, data or ()):
-        layer.update(keys, values)
     return cache
+
+
+@functools.cache
+def _keeps_last_logits(model_class) -> bool:
+    import inspect
+    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
 
 
 @functools.cache
@@ -528,7 +532,8 @@ class _Engine:
     def _prefill(self, ids: list[int], limit: int, reuse_max: int):
         """A batch-1 DynamicCache holding ``ids[:limit]``: the longest cached prefix (at most ``reuse_max``
         tokens), then a forward pass over the rest. Returns (cache, tokens reused, source entry key, logits of
-        the tokens fed or None when none was fed)."""
+        the last token fed or None when none was fed). Only the last position's logits are computed where the
+        model allows (``logits_to_keep``): all of them cost a vocabulary-wide matmul per prompt token."""
         import torch
         from transformers import DynamicCache
         reused, source = self.prefix.lookup(ids, reuse_max) if self.prefix is not None else (0, None)
@@ -536,9 +541,10 @@ class _Engine:
         cache = DynamicCache(ddp_cache_data=data, config=self.model.config)
         logits = None
         if limit > reused:
+            last = {"logits_to_keep": 1} if _keeps_last_logits(type(self.model)) else {}
             out = self.model(input_ids=torch.tensor([ids[reused:limit]], device=self.device), use_cache=True,
-                             **{self._cache_arg: cache})
-            logits = out.logits
+                             **{self._cache_arg: cache}, **last)
+            logits = out.logits[:, -1:]
         return cache, reused, source, logits
 
     def _generate_reusing(self, prompts: list[list[int]], kwargs: dict) -> tuple[list[list[int]], list[int]]:
@@ -551,27 +557,24 @@ class _Engine:
         each row's keys/values (prompt plus the reply tokens fed back) are stored for the next call."""
         import torch
         rows = [self._prefill(p, len(p) - 1, len(p) - 1) for p in prompts]
+        caches, rows = [row[0] for row in rows], [row[1:3] for row in rows]   # rows: (reused, source)
         ids, mask, width = self._left_pad(prompts)
-        layers = []
-        for li in range(len(rows[0][0].layers)):
-            keys, values = [], []
-            for (cache, *_), prompt in zip(rows, prompts):
-                layer, pad = cache.layers[li], width - len(prompt)
-                keys.append(torch.nn.functional.pad(layer.keys, (0, 0, pad, 0)))
-                values.append(torch.nn.functional.pad(layer.values, (0, 0, pad, 0)))
-            layers.append((torch.cat(keys), torch.cat(values)))
-        batch_cache = _growing_cache(self.model, layers)
+        batch_cache = _growing_cache(self.model)
+        for li, layer in enumerate(batch_cache.layers):   # one layer at a time: one padded copy at a time
+            layer.update(*(torch.cat([torch.nn.functional.pad(getattr(cache.layers[li], name), (0, 0, width - len(p), 0))
+                                      for cache, p in zip(caches, prompts)]) for name in ("keys", "values")))
+        del caches                                       # decode with one copy of the keys/values
         out = self.model.generate(input_ids=ids, attention_mask=mask, **{self._cache_arg: batch_cache}, **kwargs)
         outputs = [row[width:].tolist() for row in out.cpu()]
         fed = batch_cache.get_seq_length() - width + 1           # reply tokens whose keys/values were computed
         ends = {*self.eos_ids, self.pad_id}
-        for row, (prompt, tokens, (_, reused, source, _)) in enumerate(zip(prompts, outputs, rows)):
+        for row, (prompt, tokens, (reused, source)) in enumerate(zip(prompts, outputs, rows)):
             real = next((i + 1 for i, t in enumerate(tokens) if t in ends), len(tokens))
             keep, pad = len(prompt) + min(real, fed), width - len(prompt)
             kept = [(layer.keys[row:row + 1, :, pad:pad + keep].clone(), layer.values[row:row + 1, :, pad:pad + keep].clone())
                     for layer in batch_cache.layers]
             self.prefix.store(prompt + tokens[:keep - len(prompt)], kept, source, reused)
-        return outputs, [r[1] for r in rows]
+        return outputs, [reused for reused, _ in rows]
 
     def finish(self, tokens: list[int], stop: tuple) -> tuple[str, int]:
         """Reply text and the number of tokens really generated (up to eos or the stop string)."""
