@@ -298,19 +298,14 @@ _GROWTH = 256   # spare positions a growing cache layer allocates beyond what it
 def _growing_cache(model):
     """A DynamicCache whose layers append new keys/values in place into spare room (``_GROWTH`` positions,
     re-allocated when full) instead of concatenating the whole cache at every decoded token, which copied
-    every row's keys/values per token: with 16 rows of 1,500 tokens that was about 1 s a token on 2 cores.
+    every row's keys/values per token: for 16 rows of 1,500 tokens, about 1 s a token on the 2-core machine
+    under load (benchmarks/kv_cache.py).
     The values, and so the outputs, are the same; attention reads the cache through a strided view. For
     full-attention models only (``_full_attention_only``)."""
     from transformers import DynamicCache
     cache = DynamicCache(config=model.config)
     cache.layers = [_growing_layer_class()() for _ in cache.layers]
     return cache
-
-
-@functools.cache
-def _keeps_last_logits(model_class) -> bool:
-    import inspect
-    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
 
 
 @functools.cache
@@ -342,6 +337,12 @@ def _growing_layer_class():
             return self.keys, self.values
 
     return GrowingLayer
+
+
+@functools.cache
+def _keeps_last_logits(model_class) -> bool:
+    import inspect
+    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
 
 
 class _Engine:
