@@ -340,9 +340,11 @@ def _growing_layer_class():
 
 
 @functools.cache
-def _keeps_last_logits(model_class) -> bool:
+def _last_logits_only(model_class) -> dict:
+    """Forward kwargs that compute the logits of the last position only, where the model takes them: all of
+    them cost a vocabulary-wide matmul per prompt token."""
     import inspect
-    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
+    return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model_class.forward).parameters else {}
 
 
 class _Engine:
@@ -526,6 +528,7 @@ class _Engine:
 
     def _generate_plain(self, prompts: list[list[int]], kwargs: dict) -> list[list[int]]:
         ids, mask, width = self._left_pad(prompts)
+        # a full-attention model (what ``reusable`` checks) has plain per-layer caches the growing one replaces
         cache = {self._cache_arg: _growing_cache(self.model)} if self.reusable else {}
         out = self.model.generate(input_ids=ids, attention_mask=mask, **cache, **kwargs)
         return [row[width:].tolist() for row in out.cpu()]
@@ -533,8 +536,7 @@ class _Engine:
     def _prefill(self, ids: list[int], limit: int, reuse_max: int):
         """A batch-1 DynamicCache holding ``ids[:limit]``: the longest cached prefix (at most ``reuse_max``
         tokens), then a forward pass over the rest. Returns (cache, tokens reused, source entry key, logits of
-        the last token fed or None when none was fed). Only the last position's logits are computed where the
-        model allows (``logits_to_keep``): all of them cost a vocabulary-wide matmul per prompt token."""
+        the last token fed or None when none was fed; only those are computed where the model allows)."""
         import torch
         from transformers import DynamicCache
         reused, source = self.prefix.lookup(ids, reuse_max) if self.prefix is not None else (0, None)
@@ -542,9 +544,8 @@ class _Engine:
         cache = DynamicCache(ddp_cache_data=data, config=self.model.config)
         logits = None
         if limit > reused:
-            last = {"logits_to_keep": 1} if _keeps_last_logits(type(self.model)) else {}
             out = self.model(input_ids=torch.tensor([ids[reused:limit]], device=self.device), use_cache=True,
-                             **{self._cache_arg: cache}, **last)
+                             **{self._cache_arg: cache}, **_last_logits_only(type(self.model)))
             logits = out.logits[:, -1:]
         return cache, reused, source, logits
 
@@ -624,7 +625,8 @@ class _Engine:
                 self.prefix.store(list(prompt), [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers],
                                   source, reused)
             else:
-                head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True)
+                head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True,
+                                  **_last_logits_only(type(self.model)))
                 logits, reused = head.logits, 0
                 cache = getattr(head, "cache", None) or head.past_key_values
             first = torch.log_softmax(logits[0, -1].float(), dim=-1).cpu()
