@@ -18,6 +18,10 @@ Part 2 runs llama.cpp (llama-cpp-python, ``pip install -e .[llamacpp]``; skipped
 not importable) single stream on the same GGUF file and the same prompts, one after another, in a child process
 with the environment as the user set it (in this process, beside torch and jitlab's ``OMP_WAIT_POLICY=PASSIVE``,
 it ran far slower), once with 1 thread and once with one per CPU; the faster is the baseline of the ratios.
+Then the ``llamacpp:embedded`` backbone (jitlab's llama.cpp engine, its own process, ``OMP_WAIT_POLICY=PASSIVE``)
+gets the same ``concurrency`` prompts at once from as many threads, at the baseline's thread count: its
+continuous batching decodes them together. It prints the steps' sizes and how many texts equal llama.cpp single
+stream's (greedy, flash attention off in both).
 
 Part 3 runs one real ReAct episode (seed_bank/react on the first ``--split`` task of ``--suite`` in
 ``--family`` (TextWorld cooking by default: 40-step tasks that run all ``--steps``), ``--steps``
@@ -83,7 +87,8 @@ def _load_embedded(new_tokens: int, **options):
 
 def _concurrent(llm, messages: list[list[dict]]) -> tuple[list, float]:
     """Every request from its own thread at once: (completions, wall seconds)."""
-    llm.engine.batches.clear()
+    if hasattr(llm, "engine"):          # the hf engine's batch sizes, read by the caller
+        llm.engine.batches.clear()
     concurrency = len(messages)
     together: list = [None] * concurrency
     barrier = threading.Barrier(concurrency)
@@ -165,14 +170,34 @@ def _llamacpp_child(gguf: str, concurrency: int, new_tokens: int, threads: int) 
                           n_threads_batch=threads, seed=0, verbose=False)
     load_s = time.perf_counter() - start
     llm.create_chat_completion([{"role": "user", "content": "Hello."}], max_tokens=4, temperature=0.0)  # warm-up
-    tokens, start = 0, time.perf_counter()
+    tokens, texts, start = 0, [], time.perf_counter()
     for i in range(concurrency):
         out = llm.create_chat_completion([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
                                          max_tokens=new_tokens, temperature=0.0)
         tokens += out["usage"]["completion_tokens"]
+        texts.append(out["choices"][0]["message"]["content"])
     wall = time.perf_counter() - start
     return {"load_s": load_s, "tokens": tokens, "tok_s": tokens / wall, "wall_s": wall, "threads": threads,
-            "version": getattr(llama_cpp, "__version__", "?")}
+            "version": getattr(llama_cpp, "__version__", "?"), "texts": texts}
+
+
+def llamacpp_engine(concurrency: int, new_tokens: int, threads: int, reference: list[str]) -> dict:
+    """The ``llamacpp:embedded`` backbone (its engine is a process of its own), ``concurrency`` requests at once;
+    prefix reuse off, as for the embedded rows."""
+    from jitlab.llm import get_backbone
+    start = time.perf_counter()
+    llm = get_backbone("llamacpp:embedded", threads=threads, max_new_tokens=new_tokens, prefix_reuse=False)
+    llm.chat([{"role": "user", "content": "Hello."}], max_new_tokens=4)      # starts the engine; warm-up, not timed
+    load_s = time.perf_counter() - start
+    llm.steps()
+    try:
+        together, wall = _concurrent(llm, _messages(concurrency))
+        steps = llm.steps()
+    finally:
+        llm.close()
+    tokens = sum(c.completion_tokens for c in together)
+    return {"load_s": load_s, "tok_s": tokens / wall, "wall_s": wall, "tokens": tokens, "threads": threads,
+            "steps": dict(sorted(steps.items())), "same_text": sum(c.text == r for c, r in zip(together, reference))}
 
 
 def _episode(suite: str, steps: int, out: str, reuse: bool, limit: int = 1, split: str = "test",
@@ -286,6 +311,12 @@ def main(argv=None) -> None:
                   f"concurrent / llama.cpp: {t['concurrent_tok_s'] / c['tok_s']:.2f}x", flush=True)
             for v in variants:
                 print(f"  embedded {args.concurrency} concurrent, {v['name']} / llama.cpp: {v['tok_s'] / c['tok_s']:.2f}x")
+            e = llamacpp_engine(args.concurrency, args.new_tokens, c["threads"], c["texts"])
+            print(f"llamacpp engine, {args.concurrency} concurrent ({c['threads']} thread(s)): {e['tok_s']:7.2f} tokens/s  "
+                  f"({e['tokens']} tokens, {e['wall_s']:.1f} s; steps by sequences decoding: {e['steps']}; text == "
+                  f"llama.cpp single stream text: {e['same_text']}/{args.concurrency})")
+            print(f"  vs embedded batch 1: {e['tok_s'] / t['batch1_tok_s']:.2f}x   vs llama.cpp single stream: "
+                  f"{e['tok_s'] / c['tok_s']:.2f}x", flush=True)
     if not args.skip_episode:
         off, on = reuse_episode(args.suite, args.steps, args.split, args.family or None)
         for name, e in (("reuse off", off), ("reuse on ", on)):
