@@ -146,6 +146,8 @@ def known_price(backbone: str, options: dict | None = None):
     if kind == "scripted":
         from jitlab.llm.scripted import PRICE_PER_TOKEN
         return Price(PRICE_PER_TOKEN * 1e6, PRICE_PER_TOKEN * 1e6)
+    if kind == "llamacpp" and rest in ("embedded", "gemma3-270m"):   # the same weights on llama.cpp: the same price
+        kind = rest
     if kind == "embedded":
         from jitlab.llm.hf import EMBEDDED_ID
         names = [EMBEDDED_ID]

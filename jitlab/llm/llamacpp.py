@@ -36,6 +36,7 @@ next call starts a new one. ``close()`` stops the child; it also exits when the 
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -282,12 +283,9 @@ def _close_all() -> None:
         engine.close()
 
 
-def render(template: str | None, messages: list[dict], bos: str = "", eos: str = "") -> str:
-    """A chat prompt as transformers' ``apply_chat_template(tokenize=False)`` renders it: the generation prompt added,
-    or a final assistant message continued; without a template, hf's plain-text transcript."""
-    from jitlab.llm.hf import _plain_prompt
-    if not template:
-        return _plain_prompt(messages)
+@functools.cache
+def _compile(template: str):
+    """The template in transformers' sandboxed Jinja environment (trim_blocks, lstrip_blocks, its globals)."""
     import jinja2
     import jinja2.ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -298,11 +296,20 @@ def render(template: str | None, messages: list[dict], bos: str = "", eos: str =
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
     env.globals.update(raise_exception=raise_exception, strftime_now=lambda f: time.strftime(f))
+    return env.from_string(template)
+
+
+def render(template: str | None, messages: list[dict], bos: str = "", eos: str = "") -> str:
+    """A chat prompt as transformers' ``apply_chat_template(tokenize=False)`` renders it: the generation prompt added,
+    or a final assistant message continued; without a template, hf's plain-text transcript."""
+    from jitlab.llm.hf import _plain_prompt
+    if not template:
+        return _plain_prompt(messages)
     tag = "CONTINUE_FINAL_MESSAGE_TAG "      # transformers' marker for continue_final_message
     cont = messages[-1]["role"] == "assistant"
     if cont:
         messages = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + tag}]
-    text = env.from_string(template).render(messages=messages, add_generation_prompt=not cont, bos_token=bos,
+    text = _compile(template).render(messages=messages, add_generation_prompt=not cont, bos_token=bos,
                                             eos_token=eos, tools=None, documents=None)
     if cont:
         at = text.rindex(tag.strip())
