@@ -35,10 +35,11 @@ def test_names_are_registered_without_loading_anything():
     assert weights_of("llamacpp:/m/x.gguf") == "GGUF file /m/x.gguf, run by llama.cpp"
 
 
-def test_missing_llama_cpp_says_how_to_install(monkeypatch):
+def test_missing_llama_cpp_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(llamacpp, "find_spec", lambda name: None)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
     with pytest.raises(ConfigError, match=r'pip install "jitlab\[llamacpp\]"') as err:
-        get_backbone("llamacpp:embedded")
+        get_backbone(f"llamacpp:{tmp_path / 'm.gguf'}")
     assert "\n" not in str(err.value) and "GGML_NATIVE=OFF" in str(err.value)
 
 
