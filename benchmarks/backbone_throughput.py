@@ -16,10 +16,12 @@ float32 (4 bytes a weight, read once per decoding step), llama.cpp runs the 4-bi
 
 Part 2 runs llama.cpp (llama-cpp-python, ``pip install -e .[llamacpp]``; skipped with a message when
 not importable) single stream on the same GGUF file and the same prompts, one after another, in a child process
-with the environment as the user set it (in this process, beside torch and jitlab's ``OMP_WAIT_POLICY=PASSIVE``,
-it ran far slower), once with 1 thread and once with one per CPU; the faster is the baseline of the ratios.
-Then the ``llamacpp:embedded`` backbone (jitlab's llama.cpp engine, its own process, ``OMP_WAIT_POLICY=PASSIVE``)
-gets the same ``concurrency`` prompts at once from as many threads, at the baseline's thread count: its
+(in this process, beside torch and jitlab's ``OMP_WAIT_POLICY=PASSIVE``, it ran far slower) with
+``OMP_WAIT_POLICY=--llamacpp-wait`` (default active: llama.cpp's threads spin at their barriers, fastest on a quiet
+machine; pass passive on a busy one), once with 1 thread and once with one per CPU; the faster is the baseline of
+the ratios. Then the ``llamacpp:embedded`` backbone (jitlab's llama.cpp engine, its own process, the same wait
+policy through its ``wait_policy`` option) gets the same ``concurrency`` prompts at once from as many threads, at
+the baseline's thread count: its
 continuous batching decodes them together. It prints the steps' sizes and how many texts equal llama.cpp single
 stream's (greedy, flash attention off in both).
 
@@ -48,8 +50,6 @@ import os
 import tempfile
 import threading
 import time
-
-_OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")  # as the user set it, before jitlab.llm.hf sets its default
 
 PROMPTS = [
     "What is the capital of France?",
@@ -135,21 +135,18 @@ def variant(name: str, concurrency: int, new_tokens: int, reference: list[str]) 
             "batches": list(llm.engine.batches), "same_text": sum(c.text == r for c, r in zip(together, reference))}
 
 
-def llamacpp(concurrency: int, new_tokens: int, threads: int) -> dict | None:
+def llamacpp(concurrency: int, new_tokens: int, threads: int, wait: str) -> dict | None:
     """llama.cpp single stream on the embedded GGUF, the same prompts one after another, in a child process;
     None if llama-cpp-python is not installed.
 
     A child process, because in this one llama.cpp ran at 23 tokens/s with 2 threads, against 37 in a child on a
     machine running at half the speed. This process has torch's OpenMP runtime loaded, and jitlab.llm.hf has set
     ``OMP_WAIT_POLICY=PASSIVE``, so llama.cpp's OpenMP threads sleep at each of the hundreds of barriers per token;
-    which of the two costs more was not isolated. The child gets the environment as it was before this script
-    ran."""
+    which of the two costs more was not isolated. The child gets ``OMP_WAIT_POLICY=wait``."""
     import json
     import subprocess
     import sys
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if _OMP_WAIT_POLICY is not None:
-        env["OMP_WAIT_POLICY"] = _OMP_WAIT_POLICY
+    env = {**os.environ, "OMP_WAIT_POLICY": wait.upper()}
     from jitlab.llm.hf import embedded_gguf_path
     out = subprocess.run([sys.executable, __file__, "--llamacpp-child", str(threads), "--gguf", str(embedded_gguf_path()),
                           "--concurrency", str(concurrency), "--new-tokens", str(new_tokens)],
@@ -181,12 +178,13 @@ def _llamacpp_child(gguf: str, concurrency: int, new_tokens: int, threads: int) 
             "version": getattr(llama_cpp, "__version__", "?"), "texts": texts}
 
 
-def llamacpp_engine(concurrency: int, new_tokens: int, threads: int, reference: list[str]) -> dict:
+def llamacpp_engine(concurrency: int, new_tokens: int, threads: int, wait: str, reference: list[str]) -> dict:
     """The ``llamacpp:embedded`` backbone (its engine is a process of its own), ``concurrency`` requests at once;
     prefix reuse off, as for the embedded rows."""
     from jitlab.llm import get_backbone
     start = time.perf_counter()
-    llm = get_backbone("llamacpp:embedded", threads=threads, max_new_tokens=new_tokens, prefix_reuse=False)
+    llm = get_backbone("llamacpp:embedded", threads=threads, max_new_tokens=new_tokens, prefix_reuse=False,
+                       wait_policy=wait)
     llm.chat([{"role": "user", "content": "Hello."}], max_new_tokens=4)      # starts the engine; warm-up, not timed
     load_s = time.perf_counter() - start
     llm.steps()
@@ -261,6 +259,8 @@ def main(argv=None) -> None:
                                                                  "on a machine loaded by other work")
     parser.add_argument("--variants", default="bfloat16,int8",
                         help="part 1: output-changing speed options also measured concurrent ('' for none)")
+    parser.add_argument("--llamacpp-wait", default="active", choices=["active", "passive"],
+                        help="OMP_WAIT_POLICY of both llama.cpp processes (part 2): active on a quiet machine")
     parser.add_argument("--skip-throughput", action="store_true", help="skip parts 1-2")
     parser.add_argument("--skip-episode", action="store_true", help="skip part 3")
     parser.add_argument("--mismatch", type=int, default=0, help="part 4: episodes per suite (0: skip)")
@@ -297,13 +297,15 @@ def main(argv=None) -> None:
                   f"embedded batch 1; text == float32 batch-1 text: {v['same_text']}/{t['requests']})", flush=True)
         from importlib.util import find_spec
         installed = find_spec("llama_cpp") is not None
-        runs = [llamacpp(args.concurrency, args.new_tokens, n) for n in sorted({1, os.cpu_count() or 1})] if installed else []
+        runs = [llamacpp(args.concurrency, args.new_tokens, n, args.llamacpp_wait)
+                for n in sorted({1, os.cpu_count() or 1})] if installed else []
         if not runs or runs[0] is None:
             print("llama.cpp: skipped (llama_cpp not importable; `pip install -e .[llamacpp]` builds it from source, "
                   "6-15 minutes on 2 cores)")
         else:
             for r in runs:
-                print(f"llama.cpp {r['version']} single stream, {r['threads']} thread(s): {r['tok_s']:7.2f} tokens/s  "
+                print(f"llama.cpp {r['version']} single stream, {r['threads']} thread(s), {args.llamacpp_wait}: "
+                      f"{r['tok_s']:7.2f} tokens/s  "
                       f"({r['tokens']} tokens, {r['wall_s']:.1f} s; load {r['load_s']:.1f} s)")
             c = max(runs, key=lambda r: r["tok_s"])  # the baseline: llama.cpp at its best thread count
             print(f"  llama.cpp baseline ({c['threads']} thread(s)) vs embedded batch 1: {c['tok_s'] / t['batch1_tok_s']:.2f}x")
@@ -311,8 +313,9 @@ def main(argv=None) -> None:
                   f"concurrent / llama.cpp: {t['concurrent_tok_s'] / c['tok_s']:.2f}x", flush=True)
             for v in variants:
                 print(f"  embedded {args.concurrency} concurrent, {v['name']} / llama.cpp: {v['tok_s'] / c['tok_s']:.2f}x")
-            e = llamacpp_engine(args.concurrency, args.new_tokens, c["threads"], c["texts"])
-            print(f"llamacpp engine, {args.concurrency} concurrent ({c['threads']} thread(s)): {e['tok_s']:7.2f} tokens/s  "
+            e = llamacpp_engine(args.concurrency, args.new_tokens, c["threads"], args.llamacpp_wait, c["texts"])
+            print(f"llamacpp engine, {args.concurrency} concurrent ({c['threads']} thread(s), {args.llamacpp_wait}): "
+                  f"{e['tok_s']:7.2f} tokens/s  "
                   f"({e['tokens']} tokens, {e['wall_s']:.1f} s; steps by sequences decoding: {e['steps']}; text == "
                   f"llama.cpp single stream text: {e['same_text']}/{args.concurrency})")
             print(f"  vs embedded batch 1: {e['tok_s'] / t['batch1_tok_s']:.2f}x   vs llama.cpp single stream: "

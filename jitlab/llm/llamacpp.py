@@ -76,6 +76,11 @@ class LlamaCppConfig:
     prefix_reuse: bool = field(default=True, metadata={"help": "start a prompt from a finished slot's common prefix"})
     flash_attn: bool = field(default=False, metadata={"help": "llama.cpp's flash attention: ~10-20% faster decoding on "
                                                                "CPU, other float rounding (recorded in the id: +flash_attn)"})
+    wait_policy: str = field(default="passive", metadata={"help": "OMP_WAIT_POLICY of the engine process: passive (idle "
+                                                                   "threads sleep; safe on a shared machine) or active "
+                                                                   "(they spin: 2.7x faster single-stream decoding at 2 "
+                                                                   "threads on an idle machine, collapses on a busy one)",
+                                                           "choices": ["passive", "active"]})
     pricing: str | dict | None = field(default=None, metadata={"help": "pricing YAML path or dict overriding pricing.yaml"})
     name: str | None = field(default=None, metadata={"help": "backbone id to record (default llamacpp:<model or path>)"})
 
@@ -102,6 +107,8 @@ class LlamaCppBackbone:
         if unknown := sorted(set(options) - known):
             raise ConfigError(f"unknown llamacpp backbone option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         self.config = cfg = LlamaCppConfig(**options)
+        if cfg.wait_policy not in ("passive", "active"):
+            raise ConfigError(f"llamacpp backbone: wait_policy={cfg.wait_policy!r} must be passive or active")
         if not 1 <= cfg.max_batch <= 255:
             raise ConfigError(f"llamacpp backbone: max_batch={cfg.max_batch} must be 1-255")
         self.gguf, default_id, hf_id = _resolve(spec)
@@ -112,7 +119,7 @@ class LlamaCppBackbone:
         if find_spec("llama_cpp") is None:
             raise ConfigError(f"llamacpp backbone: llama-cpp-python is not installed; run {INSTALL}")
         self._key = (str(self.gguf), int(cfg.threads), int(cfg.max_batch), int(cfg.n_ctx), bool(cfg.prefix_reuse),
-                     bool(cfg.flash_attn))
+                     bool(cfg.flash_attn), cfg.wait_policy)
         self._warned: set[str] = set()
         self._local = threading.local()
 
@@ -194,12 +201,15 @@ class _Call:
 class _Engine:
     """Parent side of one engine process: writes requests, a reader thread hands each reply to its caller."""
 
-    def __init__(self, gguf: str, threads: int, max_batch: int, n_ctx: int, prefix_reuse: bool, flash_attn: bool):
+    def __init__(self, gguf: str, threads: int, max_batch: int, n_ctx: int, prefix_reuse: bool, flash_attn: bool,
+                 wait_policy: str):
         import jitlab
         self.name = Path(gguf).name
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(jitlab.__file__).parent.parent),
                                                                            os.environ.get("PYTHONPATH")]))}
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # idle llama.cpp threads sleep instead of spinning (README)
+        # llama.cpp's OpenMP threads meet at hundreds of barriers per token: spinning there is fast on an idle machine
+        # and collapses on a busy one (jitlab/llm/README.md), hence an option, not the caller's environment
+        env["OMP_WAIT_POLICY"] = wait_policy.upper()
         self.stderr = tempfile.TemporaryFile()
         args = {"gguf": gguf, "threads": threads, "max_batch": max_batch, "n_ctx": n_ctx, "reuse": prefix_reuse,
                 "flash_attn": flash_attn, "parent": os.getpid()}

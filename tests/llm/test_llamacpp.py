@@ -50,6 +50,23 @@ def test_bad_path_and_unknown_option(tmp_path):
         get_backbone("llamacpp:embedded", max_btach=3)
 
 
+def test_a_bad_wait_policy_is_a_config_error():
+    with pytest.raises(ConfigError, match="wait_policy='spin' must be passive or active"):
+        get_backbone("llamacpp:embedded", wait_policy="spin")
+
+
+@needs_llamacpp
+def test_the_engine_process_gets_the_wait_policy_not_the_callers(monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")   # what importing jitlab.llm.hf sets in the caller
+    llm = get_backbone("llamacpp:embedded", wait_policy="active", **OPTIONS)
+    try:
+        llm.chat(QUESTION, max_new_tokens=1)
+        env = open(f"/proc/{_pid(llm)}/environ", "rb").read().split(b"\0")
+        assert b"OMP_WAIT_POLICY=ACTIVE" in env and b"OMP_WAIT_POLICY=PASSIVE" not in env
+    finally:
+        llm.close()
+
+
 @needs_llamacpp
 def test_a_file_that_is_not_gguf_is_a_config_error(tmp_path):
     bad = tmp_path / "bad.gguf"
