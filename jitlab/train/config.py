@@ -286,7 +286,8 @@ class EngineerSFTConfig(TrainingCommon):
     the loop's engineer (``--engineer hf:<out>/adapter``)."""
     data: str = field(default="", metadata={"help": "folder written by `jitlab train engineer data` (sft.jsonl)",
                                             "nonempty": True})
-    max_length: int = field(default=2048, metadata={"help": "tokens per example (a packet prompt is ~1k)", "min": 16})
+    max_length: int = field(default=3072, metadata={"help": "tokens per example (a TextWorld packet prompt is 2.0-2.2k "
+                                                            "tokens, a patch 60-160)", "min": 16})
     epochs: float = field(default=2.0, metadata={"help": "SFT epochs (when steps is not set)", "min_exclusive": 0})
     steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides epochs)", "min": 1})
     learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})
