@@ -21,9 +21,8 @@ not importable) single stream on the same GGUF file and the same prompts, one af
 machine; pass passive on a busy one), once with 1 thread and once with one per CPU; the faster is the baseline of
 the ratios. Then the ``llamacpp:embedded`` backbone (jitlab's llama.cpp engine, its own process, the same wait
 policy through its ``wait_policy`` option) gets the same ``concurrency`` prompts at once from as many threads, at
-the baseline's thread count: its
-continuous batching decodes them together. It prints the steps' sizes and how many texts equal llama.cpp single
-stream's (greedy, flash attention off in both).
+the baseline's thread count: its continuous batching decodes them together. It prints the steps' sizes and how many
+texts equal llama.cpp single stream's (greedy, flash attention off in both).
 
 Part 3 runs one real ReAct episode (seed_bank/react on the first ``--split`` task of ``--suite`` in
 ``--family`` (TextWorld cooking by default: 40-step tasks that run all ``--steps``), ``--steps``
