@@ -13,12 +13,13 @@ Heavy libraries (torch, transformers, litellm, llama_cpp) are imported only by t
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Protocol, runtime_checkable
 
-from jitlab.errors import UnknownName
+from jitlab.errors import ConfigError, UnknownName
 from jitlab.protocol import Completion
 
-__all__ = ["BACKENDS", "NAMED", "Backbone", "Completion", "check_name", "get_backbone", "weights_of"]
+__all__ = ["BACKENDS", "NAMED", "Backbone", "Completion", "backend_config", "check_name", "get_backbone", "weights_of"]
 
 
 @runtime_checkable
@@ -56,6 +57,14 @@ def weights_of(name: str) -> str:
         return f"{NAMED.get(rest, f'GGUF file {rest}')}, run by llama.cpp"
     return {"hf": f"local checkpoint {rest}", "litellm": f"provider model {rest}",
             "scripted": f"scripted test double {rest}"}.get(kind, name)
+
+
+def backend_config(kind: str, config_cls, options: dict):
+    """``config_cls(**options)`` for a backend's options dataclass; ConfigError naming unknown options and the known."""
+    known = {f.name for f in fields(config_cls)}
+    if unknown := sorted(set(options) - known):
+        raise ConfigError(f"unknown {kind} backbone option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return config_cls(**options)
 
 
 def check_name(name: str) -> None:

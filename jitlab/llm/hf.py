@@ -67,10 +67,11 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError, InfraError, ModelPackageMissing
+from jitlab.llm.base import backend_config
 from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
@@ -660,11 +661,7 @@ class HFBackbone:
     """A local transformers model: ``HFBackbone("<dir>[#file.gguf]", device="cpu", **HFConfig fields)``."""
 
     def __init__(self, spec: str, **options):
-        known = {f.name for f in fields(HFConfig)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(f"unknown hf backbone option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        self.config = cfg = HFConfig(**options)
+        self.config = cfg = backend_config("hf", HFConfig, options)
         self.directory, self.gguf_file = _parse_spec(spec)
         dtype = cfg.dtype or ("float32" if cfg.device == "cpu" else "bfloat16")
         if dtype not in ("float32", "bfloat16", "float16"):

@@ -35,9 +35,10 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from jitlab.errors import ConfigError, InfraError
+from jitlab.llm.base import backend_config
 from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
@@ -116,12 +117,8 @@ class LiteLLMBackbone:
     def __init__(self, model: str, **options):
         if not model:
             raise ConfigError("litellm backbone needs a model: litellm:<provider/model>, e.g. litellm:openai/gpt-4o-mini")
-        known = {f.name for f in fields(LiteLLMConfig)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(f"unknown litellm backbone option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         self.model = model
-        self.config = cfg = LiteLLMConfig(**options)
+        self.config = cfg = backend_config("litellm", LiteLLMConfig, options)
         self.id = cfg.name or f"litellm:{model}" + (f"@{cfg.api_base}" if cfg.api_base else "")
         self.price = find_price(resolve_pricing(cfg.pricing), self.id, f"litellm:{model}", model)
         self._warned_free = False

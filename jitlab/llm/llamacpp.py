@@ -46,11 +46,12 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
 from jitlab.errors import ConfigError, InfraError
+from jitlab.llm.base import backend_config
 from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
@@ -103,10 +104,7 @@ class LlamaCppBackbone:
     """A GGUF model on llama.cpp: ``LlamaCppBackbone("embedded" | "gemma3-270m" | "<path.gguf>", **LlamaCppConfig)``."""
 
     def __init__(self, spec: str, **options):
-        known = {f.name for f in fields(LlamaCppConfig)}
-        if unknown := sorted(set(options) - known):
-            raise ConfigError(f"unknown llamacpp backbone option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        self.config = cfg = LlamaCppConfig(**options)
+        self.config = cfg = backend_config("llamacpp", LlamaCppConfig, options)
         if cfg.wait_policy not in ("passive", "active"):
             raise ConfigError(f"llamacpp backbone: wait_policy={cfg.wait_policy!r} must be passive or active")
         if not 1 <= cfg.max_batch <= 255:
