@@ -10,7 +10,7 @@ STAMP := $(VENV)/.jitlab-setup
 APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow bench lab gemma docs-notebooks pipeline pipeline-smoke clean-venv
+.PHONY: setup demo test test-slow bench lab gemma docs-notebooks pipeline pipeline-code pipeline-smoke clean-venv
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -40,6 +40,11 @@ test-slow: setup
 # the whole training pipeline on this CPU (jitlab/train/configs/pipeline.yaml; rerun to resume), and in miniature
 pipeline: setup
 	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline
+
+# the code format's smoke run (the student writes harness files; no streaming step)
+pipeline-code: setup
+	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline-code.yaml --out runs/pipeline-code \
+	  --steps baselines data1 stage1 data2 stage2 stage3 validity figures
 
 pipeline-smoke: setup
 	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline-smoke.yaml --out runs/pipeline-smoke

@@ -21,7 +21,7 @@ from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.train.records import versions, write_json, write_jsonl
 
 __all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
-           "train_phase", "training_arguments"]
+           "policy_generator", "train_phase", "training_arguments"]
 
 DONE = "DONE"
 # what may change between a run and its resume (logging and checkpoint cadence, evaluation size, speed)
@@ -33,6 +33,14 @@ def lora_config(cfg):
     from peft import LoraConfig
     return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=cfg.target_modules, task_type="CAUSAL_LM")
+
+
+def policy_generator(fmt: str, backbone: str = "policy", code_references: int = 1, **config):
+    """The ``<fmt>:<backbone>`` generator (``plan`` or ``code``) whose prompt a policy of that format is trained and
+    evaluated on (its ``messages(task, references)``), as JIT inference sends it."""
+    from jitlab.jit.generate import get_generator
+    extra = {"code_references": code_references} if fmt == "code" else {}
+    return get_generator(f"{fmt}:{backbone}", None, **extra, **config)
 
 
 def training_arguments(cfg, output_dir: Path, steps: int | None, epochs: float, learning_rate: float) -> dict:

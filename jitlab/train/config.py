@@ -22,6 +22,12 @@ __all__ = ["CONFIG_DIR", "EngineerDataConfig", "EngineerGRPOConfig", "EngineerSF
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 _REPORTERS = ("none", "tensorboard", "trackio", "mlflow", "wandb")
+FORMATS = ["plan", "code"]
+
+
+def check_format(value: str) -> None:
+    if value not in FORMATS:
+        raise ConfigError(f"--format must be plan or code, got {value!r}")
 
 
 @dataclass
@@ -42,9 +48,20 @@ class Stage1DataConfig:
                                                                 "best first", "min": 1})
     allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
                                                                     "unavailable (recorded)"})
+    format: str = field(default="plan", metadata={"help": "what the student writes: a JSON plan (plan:<backbone>) or "
+                                                          "the harness files (code:<backbone>)", "choices": FORMATS})
+    code_form: str = field(default="resolved", metadata={
+        "help": "code targets: the files with the library code written out (resolved, 4.5-5k tokens) or as thin "
+                "library subclasses (thin, ~800 tokens: fits a 135M model's 8k context beside the prompt)",
+        "choices": ["resolved", "thin"]})
+    code_references: int = field(default=1, metadata={"help": "references shown with their code in a code prompt "
+                                                              "(code:<backbone>'s code_references)", "min": 0})
 
     def __post_init__(self):
         check_fields(self)
+        check_format(self.format)
+        if self.code_form not in ("resolved", "thin"):
+            raise ConfigError(f"--code-form must be resolved or thin, got {self.code_form!r}")
         if "test" in self.splits:
             raise ConfigError("--splits must not include 'test': the meta-agent is trained on dev (or train) "
                               "tasks only and evaluated on test")
@@ -219,7 +236,7 @@ def load_config(cls, path: str | Path | None = None, overrides: dict | None = No
 
 @dataclass
 class Stage3Config(TrainingCommon):
-    """Stage III (Evo-GDPO): GRPO on the plan format with the gated, decoupled reward channels of jitlab.train.evo;
+    """Stage III (Evo-GDPO): GRPO on the plan (or code) format with the gated, decoupled reward channels of jitlab.train.evo;
     candidates validated and run in the sandbox against the family's incumbent; conservative bank update."""
     policy: str | None = field(default=None, metadata={"help": "adapter to start from (Stage II or I: "
                                                                "runs/train/s2/adapter); default: the bare --base"})
@@ -234,6 +251,10 @@ class Stage3Config(TrainingCommon):
     max_completion_length: int = field(default=96, metadata={"help": "tokens per sampled plan", "min": 8})
     k_references: int = field(default=3, metadata={"help": "references from the starting bank in each plan prompt "
                                                              "(as Stage I's data and JIT inference)", "min": 0})
+    format: str = field(default="plan", metadata={"help": "what the policy samples: plans or harness files (code)",
+                                                  "choices": FORMATS})
+    code_references: int = field(default=1, metadata={"help": "references shown with their code in a code prompt "
+                                                              "(as Stage I's data)", "min": 0})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
     beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})
     num_iterations: int = field(default=1, metadata={"help": "clipped updates per generated group (mu)", "min": 1})
@@ -257,6 +278,7 @@ class Stage3Config(TrainingCommon):
 
     def __post_init__(self):
         super().__post_init__()
+        check_format(self.format)
         if self.split not in ("dev", "train"):
             raise ConfigError(f"--split must be dev or train, got {self.split!r}: the meta-agent never trains on test")
         if self.latency_proxy not in ("calls", "tokens"):

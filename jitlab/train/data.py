@@ -26,7 +26,11 @@ one strictly), or ties on reward and is cheaper (rule ``tie_cheaper``), or rejec
 (``valid_over_invalid``). At most ``max_pairs_per_task``, largest reward gap first, then largest cost ratio.
 
 Prompts are exactly what ``plan:<backbone>`` sends at inference: ``plan_messages(task.public(), references)`` with
-the K references a B0 bank retrieves for the task. Tasks come from the dev (or train) split only; evidence on a test
+the K references a B0 bank retrieves for the task. With ``format: code`` the prompt is ``code:<backbone>``'s (the
+first ``code_references`` references with their code) and the completion is the plan's harness files as
+``<file name=...>`` blocks: resolved (the library code written out, as the code generator shows references; 4.5-5k
+tokens) or thin (``code_form: thin``: library subclasses, ~800 tokens, which is what fits beside a 3.9k-token
+prompt in the 135M model's 8k context). Tasks come from the dev (or train) split only; evidence on a test
 task is dropped and counted, never trained on.
 
 Files written to ``out``: ``sft.jsonl``, ``pairs.jsonl``, ``candidates.jsonl`` (every plan x task with its
@@ -40,7 +44,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from jitlab.errors import ConfigError
+from jitlab.errors import ConfigError, HarnessError
+from jitlab.train.common import policy_generator
 from jitlab.train.config import Stage1DataConfig
 from jitlab.train.records import file_sha256, versions, write_json, write_jsonl
 
@@ -236,7 +241,7 @@ def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
     """Write Stage I's SFT examples and preference pairs to ``out`` (see the module docstring); returns the manifest."""
     from jitlab.jit.bank import Bank
     from jitlab.jit.generate import references
-    from jitlab.jit.generate.plan import plan_messages, plan_of, plan_text
+    from jitlab.jit.generate.plan import plan_of, plan_text
     if not cfg.runs and not cfg.banks:
         raise ConfigError("no evidence: pass --runs <run dir>... and/or --bank <bank.sqlite>")
     out = Path(out)
@@ -280,21 +285,30 @@ def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
             s.diagnostic = checks[s.plan]["diagnostic"]
 
     refs_bank = Bank.create(out / "references.sqlite", seeds=True)
+    generator = policy_generator(cfg.format, code_references=cfg.code_references)
+    target = _target(cfg)
     sft, pairs, candidates = [], [], []
+    drops["pair_not_rendered"] = 0
     try:
         for task_id in sorted(stats):
             task = tasks[task_id][1]
-            prompt = plan_messages(task.public(), references(refs_bank, task.description, cfg.k_references))
-            base = {"task_id": task_id, "suite": task.suite, "family": task.family, "split": tasks[task_id][0]}
+            prompt = generator.messages(task.public(), references(refs_bank, task.description, cfg.k_references))
+            base = {"task_id": task_id, "suite": task.suite, "family": task.family, "split": tasks[task_id][0],
+                    "format": cfg.format}
             ranked = sorted(stats[task_id], key=PlanStats.key)
             candidates += [{**base, **{k: v for k, v in asdict(s).items() if k not in ("task_id", "suite", "family")}}
                            for s in ranked]
             for s in [s for s in ranked if s.valid][:cfg.examples_per_task]:
-                sft.append({**base, "prompt": prompt, "completion": _message(s.plan), "plan": s.plan,
+                sft.append({**base, "prompt": prompt, "completion": _message(target(s.plan)), "plan": s.plan,
                             "reward": s.reward, "cost": s.cost, "tokens": s.tokens, "n_evals": s.n,
                             "teacher": "recorded-best", "sources": s.sources})
             for a, b, rule in pareto_pairs(ranked, cfg.max_pairs_per_task):
-                pairs.append({**base, "prompt": prompt, "chosen": _message(a.plan), "rejected": _message(b.plan),
+                try:
+                    chosen, rejected = target(a.plan), target(b.plan)
+                except HarnessError:        # code format: a rejected plan the module checker refuses has no files
+                    drops["pair_not_rendered"] += 1
+                    continue
+                pairs.append({**base, "prompt": prompt, "chosen": _message(chosen), "rejected": _message(rejected),
                               "rule": rule, "chosen_metrics": _metrics(a), "rejected_metrics": _metrics(b)})
     finally:
         refs_bank.close()
@@ -309,6 +323,19 @@ def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
                 "versions": versions()}
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _target(cfg: Stage1DataConfig):
+    """plan text -> the completion the student learns: the plan itself, or (code format) its harness files as
+    ``<file name=...>`` blocks, resolved or thin (``cfg.code_form``)."""
+    from jitlab.jit.generate.base import resolved
+    from jitlab.jit.generate.blocks import format_blocks
+    from jitlab.jit.generate.plan import plan_files
+    if cfg.format == "plan":
+        return lambda text: text
+    if cfg.code_form == "thin":
+        return lambda text: format_blocks(plan_files(json.loads(text), "teacher"))
+    return lambda text: format_blocks(resolved(plan_files(json.loads(text), "teacher")))
 
 
 def _metrics(s: PlanStats) -> dict:

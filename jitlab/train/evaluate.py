@@ -1,9 +1,10 @@
-"""Held-out generation quality of a plan policy, the before/after number of every stage: per task, one plan from
-``plan:<backbone>`` prompted with the ``k_references`` references a B0 bank retrieves for the task (as JIT inference,
-Stage I's data and Stage III prompt it: a policy is evaluated on the prompt it was trained on), parsed, validated in
-the sandbox first try, then repaired for up to ``rounds`` rounds through the JIT repair loop
-(jitlab.jit.repair.validate_and_repair). An unparsed reply counts as invalid even though the generator falls back
-to the nearest reference's files (the repair loop sees it as a parse_error).
+"""Held-out generation quality of a plan (or code) policy, the before/after number of every stage: per task, one plan
+(or file set) from ``plan:<backbone>`` (``code:<backbone>``) prompted with the ``k_references`` references a B0 bank
+retrieves for the task (as JIT inference, Stage I's data and Stage III prompt it: a policy is evaluated on the prompt
+it was trained on), parsed, validated in the sandbox first try, then repaired for up to ``rounds`` rounds through the
+JIT repair loop (jitlab.jit.repair.validate_and_repair). An unparsed reply (no plan; for code, no ``<file name=...>``
+block) counts as invalid even though the generator falls back to the nearest reference's files (the repair loop sees
+it as a parse_error).
 
     summary = evaluate_generator("embedded", "runs/eval/base", suite="textworld", limit=10)          # untrained
     summary = evaluate_generator("hf:runs/train/s1/adapter", "runs/eval/stage1", suite="textworld", limit=10)
@@ -29,20 +30,24 @@ __all__ = ["evaluate_generator"]
 def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld", split: str = "test",
                        limit: int | None = 10, rounds: int = 2, max_new_tokens: int = 160,
                        executor: str = "scripted:pick-first", smoke_steps: int = 2,
-                       allow_unisolated: bool = False, k_references: int = 3) -> dict:
+                       allow_unisolated: bool = False, k_references: int = 3, format: str = "plan",
+                       code_references: int = 1) -> dict:
     """See the module docstring. ``backbone``: the policy (``embedded``, ``hf:<adapter>``); ``executor``: the backbone
-    of the validation smoke episodes. A rerun with the same settings returns the recorded summary."""
+    of the validation smoke episodes; ``format``: ``plan`` or ``code`` (the generator is ``<format>:<backbone>``, with
+    ``code_references`` for code). A rerun with the same settings returns the recorded summary."""
     from jitlab.envs.base import get_suite
     from jitlab.jit.bank import Bank
-    from jitlab.jit.generate import get_generator, references
+    from jitlab.jit.generate import references
     from jitlab.jit.repair import RepairConfig, RepairLog, dev_task_for, validate_and_repair
     from jitlab.llm import get_backbone
     from jitlab.runtime import Budget, LLMHandle
+    from jitlab.train.common import policy_generator
     from jitlab.train.stage2 import _Pinned
     out = Path(out)
     settings = {"backbone": backbone, "suite": suite, "split": split, "limit": limit, "rounds": rounds,
                 "max_new_tokens": max_new_tokens, "executor": executor, "smoke_steps": smoke_steps,
-                "k_references": k_references}
+                "k_references": k_references, "format": format,
+                **({"code_references": code_references} if format == "code" else {})}
     summary_path = out / "summary.json"
     if summary_path.is_file():
         done = json.loads(summary_path.read_text())
@@ -52,8 +57,8 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
     suite_obj = get_suite(suite)
     tasks = suite_obj.tasks(split)[:limit] if limit else suite_obj.tasks(split)
     model, smoke = get_backbone(backbone), get_backbone(executor)
-    generator = get_generator(f"plan:{backbone}", None, max_new_tokens=max_new_tokens,
-                              repair_max_new_tokens=max_new_tokens)
+    generator = policy_generator(format, backbone, code_references, max_new_tokens=max_new_tokens,
+                                 repair_max_new_tokens=max_new_tokens)
     config = RepairConfig(max_rounds=rounds, smoke_steps=smoke_steps, allow_unisolated=allow_unisolated)
     (out / "repairs.jsonl").unlink(missing_ok=True)   # a rerun evaluates afresh
     log = RepairLog(out / "repairs.jsonl")
@@ -72,7 +77,7 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
             lambda phase: LLMHandle(smoke, Budget(max_tokens=10 ** 6), None, seed=0, phase=phase), config,
             out / "validate", log=log, context={"policy": backbone, "task_id": task.id})
         first = (outcome.transitions[0]["diagnostic"] or {}) if outcome.transitions else {}
-        records.append({"task_id": task.id, "family": task.family, "parsed": "plan" in cand.meta,
+        records.append({"task_id": task.id, "family": task.family, "parsed": bool(cand.meta.get("parsed_files")),
                         "valid_first": outcome.ok and outcome.rounds == 0, "valid": outcome.ok,
                         "rounds": outcome.rounds, "outcomes": [t["outcome"] for t in outcome.transitions],
                         "first_kind": first.get("kind"),

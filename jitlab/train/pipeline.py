@@ -38,8 +38,8 @@ from jitlab.errors import ConfigError
 from jitlab.fields import check_fields
 from jitlab.train.records import write_json
 
-__all__ = ["POLICIES", "STEPS", "PipelineConfig", "evaluate_policies", "k_references", "policy_backbones", "read_manifest",
-           "repair_before", "run_pipeline", "run_steps", "stage_overrides"]
+__all__ = ["POLICIES", "STEPS", "PipelineConfig", "code_references", "evaluate_policies", "k_references",
+           "policy_backbones", "read_manifest", "repair_before", "run_pipeline", "run_steps", "stage_overrides"]
 
 STEPS = ("baselines", "data1", "stage1", "data2", "stage2", "stage3", "validity", "streaming", "figures")
 POLICIES = ("base", "stage1", "stage2", "stage3")
@@ -50,6 +50,8 @@ class PipelineConfig:
     """Seed baselines -> Stage I data -> Stage I -> Stage II data -> Stage II -> Stage III -> evaluations -> figures."""
     suite: str = field(default="textworld", metadata={"help": "suite the data, Stage III and the evaluations use",
                                                       "nonempty": True})
+    format: str = field(default="plan", metadata={"help": "what the student writes: plans (plan:<backbone>) or "
+                                                          "harness files (code:<backbone>)", "choices": ["plan", "code"]})
     executor: str = field(default="embedded", metadata={"help": "frozen backbone that runs every episode (baselines, "
                                                                 "Stage III candidates, evaluations)", "nonempty": True})
     seeds: list = field(default_factory=list, metadata={"help": "seed harnesses of the baseline grid (default: all "
@@ -84,6 +86,8 @@ class PipelineConfig:
 
     def __post_init__(self):
         check_fields(self)
+        from jitlab.train.config import check_format
+        check_format(self.format)
         bad = sorted(set(self.eval_policies) - set(POLICIES))
         if bad:
             raise ConfigError(f"eval_policies: unknown {', '.join(bad)}; use {', '.join(POLICIES)}")
@@ -104,6 +108,12 @@ def k_references(cfg: PipelineConfig) -> int:
     policy is trained and evaluated on the prompt JIT inference sends."""
     from jitlab.train.config import Stage1DataConfig
     return int(cfg.data1.get("k_references", Stage1DataConfig.__dataclass_fields__["k_references"].default))
+
+
+def code_references(cfg: PipelineConfig) -> int:
+    """References shown with their code in a code prompt: Stage I data's ``code_references`` (see k_references)."""
+    from jitlab.train.config import Stage1DataConfig
+    return int(cfg.data1.get("code_references", Stage1DataConfig.__dataclass_fields__["code_references"].default))
 
 
 def _adapter(out: Path, *stages: str) -> str | None:
@@ -139,11 +149,12 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
             result[policy] = evaluate_generator(
                 backbone, out / mode / policy, suite=cfg.suite, split=cfg.eval_split, limit=cfg.eval_limit,
                 rounds=cfg.repair_rounds, max_new_tokens=cfg.eval_max_new_tokens, executor=cfg.executor,
-                smoke_steps=cfg.eval_smoke_steps, allow_unisolated=cfg.allow_unisolated, k_references=k_references(cfg))
+                smoke_steps=cfg.eval_smoke_steps, allow_unisolated=cfg.allow_unisolated, k_references=k_references(cfg),
+                format=cfg.format, code_references=code_references(cfg))
         else:
             from jitlab.jit.inference import JITConfig, run_jit
             from jitlab.train.report import EVAL_COLUMNS
-            jit = JITConfig(suite=cfg.suite, mode="streaming", generator=f"plan:{backbone}", backbone=cfg.executor,
+            jit = JITConfig(suite=cfg.suite, mode="streaming", generator=f"{cfg.format}:{backbone}", backbone=cfg.executor,
                             split=cfg.eval_split, limit=cfg.eval_limit, out=str(out / mode / policy),
                             **{"allow_unisolated": cfg.allow_unisolated, "quiet": True,
                                "k_references": max(1, k_references(cfg)), **cfg.eval_options})
@@ -169,7 +180,8 @@ def _step(name: str, cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
     if name == "data1":
         from jitlab.train.data import build_stage1
         runs = cfg.runs or _done(out, "baselines")["outputs"]["runs"]
-        data = _stage(C.Stage1DataConfig, cfg.data1, {"runs": runs, "banks": cfg.banks, **common}, "data1")
+        data = _stage(C.Stage1DataConfig, cfg.data1, {"runs": runs, "banks": cfg.banks, "format": cfg.format,
+                                                       **common}, "data1")
         return asdict(data), {"counts": build_stage1(data, out / "data1")["counts"]}
     if name == "stage1":
         from jitlab.train.stage1 import run_stage1
@@ -177,21 +189,23 @@ def _step(name: str, cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
         return asdict(s1), _phases(run_stage1(s1, out / "stage1"))
     if name == "data2":
         from jitlab.train.repair_data import build_stage2
-        wiring = {"suite": cfg.suite, **common}
+        wiring = {"suite": cfg.suite, "formats": [cfg.format], **common}
         if (out / "data1" / "sft.jsonl").is_file():
             wiring["stage1_data"] = str(out / "data1")
         data = _stage(C.Stage2DataConfig, cfg.data2, wiring, "data2")
         return asdict(data), {"counts": build_stage2(data, out / "data2")["counts"]}
     if name == "stage2":
         from jitlab.train.stage2 import run_stage2
-        wiring = {"data": str(out / "data2"), "stage1": _adapter(out, "stage1"), **common, **train}
+        wiring = {"data": str(out / "data2"), "stage1": _adapter(out, "stage1"), "formats": [cfg.format], **common,
+                  **train}
         s2 = _stage(C.Stage2Config, cfg.stage2, wiring, "stage2")
         manifest = run_stage2(s2, out / "stage2")
         return asdict(s2), {**_phases(manifest), "eval": manifest.get("eval")}
     if name == "stage3":
         from jitlab.train.stage3 import run_stage3
         wiring = {"suite": cfg.suite, "executor": cfg.executor, "policy": _adapter(out, "stage2", "stage1"),
-                  "k_references": k_references(cfg), **common, **train}
+                  "k_references": k_references(cfg), "format": cfg.format, "code_references": code_references(cfg),
+                  **common, **train}
         s3 = _stage(C.Stage3Config, cfg.stage3, wiring, "stage3")
         manifest = run_stage3(s3, out / "stage3")
         return asdict(s3), {**_phases(manifest), "summary": manifest["summary"]}
@@ -255,17 +269,17 @@ def _fingerprint(cfg: PipelineConfig, out: Path, name: str) -> dict:
     """What a finished step depends on: the config fields it reads (a change reruns it)."""
     c = asdict(cfg)
     keys = {"baselines": ["suite", "executor", "seeds", "baseline_limit", "baseline_options", "runs"],
-            "data1": ["runs", "banks", "data1", "allow_unisolated"], "stage1": ["stage1", "threads"],
-            "data2": ["suite", "data2", "allow_unisolated"], "stage2": ["stage2", "threads"],
-            "stage3": ["suite", "executor", "stage3", "threads", "data1"],
+            "data1": ["runs", "banks", "data1", "allow_unisolated", "format"], "stage1": ["stage1", "threads"],
+            "data2": ["suite", "data2", "allow_unisolated", "format"], "stage2": ["stage2", "threads", "format"],
+            "stage3": ["suite", "executor", "stage3", "threads", "data1", "format"],
             "validity": ["suite", "executor", "eval_policies", "eval_split", "eval_limit", "repair_rounds",
-                         "eval_max_new_tokens", "eval_smoke_steps"],
-            "streaming": ["suite", "executor", "eval_policies", "eval_split", "eval_limit", "eval_options"],
+                         "eval_max_new_tokens", "eval_smoke_steps", "format"],
+            "streaming": ["suite", "executor", "eval_policies", "eval_split", "eval_limit", "eval_options", "format"],
             "figures": []}[name]
     fp = {k: c[k] for k in keys}
     if name in ("validity", "streaming"):
         fp["backbones"] = policy_backbones(cfg, out)
-        fp["k_references"] = k_references(cfg)
+        fp["k_references"], fp["code_references"] = k_references(cfg), code_references(cfg)
     return json.loads(json.dumps(fp, default=str))
 
 

@@ -1,4 +1,4 @@
-"""Stage III training (Evo-GDPO): GRPO on the ``plan`` format with TRL's ``GRPOTrainer``, the gated and decoupled
+"""Stage III training (Evo-GDPO): GRPO on the ``plan`` (or ``code``) format with TRL's ``GRPOTrainer``, the gated and decoupled
 reward channels of :mod:`jitlab.train.evo`, candidates validated and run in the sandbox, and a conservative bank update.
 
     from jitlab.train.stage3 import run_stage3
@@ -7,13 +7,14 @@ reward channels of :mod:`jitlab.train.evo`, candidates validated and run in the 
 
 Per step: one training task (of ``split``, never test), its plan prompt (``plan:<backbone>``'s own, with the
 ``k_references`` references the starting bank retrieves for the task, as in Stage I's data and at inference), G
-sampled plans. Each plan is parsed and rendered (``plan_files``), validated in the sandbox (``validate_files``, a
-smoke episode on a sibling dev task) and, when valid, run for ``episode_steps`` steps on the task in the sandbox with
-the frozen ``executor`` (replay cache on). The family's incumbent (``Bank.incumbent``; ``fallback_incumbent`` seed
-when the bank has none) is run the same way on the same task and seed. Evaluations are cached by
-(harness sha, task, seed) in ``evaluations.json``, so repeated plans and incumbents cost nothing. Channels and gating:
-jitlab.train.evo. The latency channel uses a deterministic proxy (backbone calls, or decoded tokens, per task), never
-wall seconds.
+sampled plans (with ``format: code``: ``code:<backbone>``'s prompt and G sampled file sets, the files a reply lacks
+taken from the first reference). Each plan is parsed and rendered (``plan_files``), validated in the sandbox
+(``validate_files``, a smoke episode on a sibling dev task) and, when valid, run for ``episode_steps`` steps on the
+task in the sandbox with the frozen ``executor`` (replay cache on). The family's incumbent (``Bank.incumbent``;
+``fallback_incumbent`` seed when the bank has none) is run the same way on the same task and seed. Evaluations are
+cached by (harness sha, task, seed) in ``evaluations.json``, so repeated plans and incumbents cost nothing. Channels
+and gating: jitlab.train.evo. The latency channel uses a deterministic proxy (backbone calls, or decoded tokens, per
+task), never wall seconds.
 
 Bank (``out/bank.sqlite``, a fresh B0 or a copy of ``bank``): the incumbent's evaluation is recorded; a gated-in
 candidate (valid, keeps or beats the incumbent's reward) is added with the incumbent as parent and recorded, and the
@@ -43,9 +44,6 @@ from jitlab.train.records import file_sha256, write_json
 __all__ = ["PlanEvaluator", "completion_text", "generation_rows", "grpo_trainer", "policy_chain", "prompt_rows",
            "run_stage3"]
 
-GENERATOR = "plan:stage3"
-
-
 def completion_text(completion) -> str:
     """The text of a TRL completion (a string, or conversational: a list of messages)."""
     if isinstance(completion, list):
@@ -58,16 +56,20 @@ class PlanEvaluator:
 
     def __init__(self, suite, executor, cfg: Stage3Config, workdir: Path, replay=None):
         self.suite, self.executor, self.cfg, self.workdir, self.replay = suite, executor, cfg, workdir, replay
+        self.generator = f"{cfg.format}:stage3"
         self.cache_path = workdir / "evaluations.json"
         self.cache = json.loads(self.cache_path.read_text()) if self.cache_path.is_file() else {}
         self.files: dict[str, dict] = {}
         self.hits = self.misses = 0
         self._lock = threading.Lock()
 
-    def plan(self, text: str, task) -> Outcome:
+    def plan(self, text: str, task, nearest: dict | None = None) -> Outcome:
+        """Validate and run a sampled completion: a plan, or (``cfg.format`` code) harness files as ``<file name=...>``
+        blocks, the files it lacks taken from ``nearest`` (the prompt's first reference), as ``code:<backbone>`` does."""
         from jitlab.jit.generate.plan import PlanError, parse_plan, plan_files
         try:
-            files = plan_files(parse_plan(text), GENERATOR)
+            files = (plan_files(parse_plan(text), self.generator) if self.cfg.format == "plan"
+                     else _code_files(text, nearest))
         except PlanError as exc:
             return Outcome(False, meta={"sha": None, "parsed": False, "kind": "parse_error", "error": str(exc)[:200]})
         return self.harness(files, task)
@@ -112,6 +114,16 @@ class PlanEvaluator:
         return Outcome(True, float(result.reward), float(latency), float(llm.cost), meta)
 
 
+def _code_files(text: str, nearest: dict | None) -> dict:
+    from jitlab.jit.generate.blocks import parse_blocks
+    from jitlab.jit.generate.code import complete_files
+    from jitlab.jit.generate.plan import PlanError
+    parsed = parse_blocks(text)
+    if not parsed:
+        raise PlanError("the reply held no <file name=...> block, so no file was written")
+    return complete_files(parsed, nearest or {})
+
+
 def generation_rows(rows: list[dict], cfg: Stage3Config) -> list[dict]:
     """``rows`` cycled to fill at least one generation batch: GRPOTrainer's sampler takes ``grad_accum`` distinct
     prompts per optimizer step (per_device_train_batch_size = num_generations) and drops an incomplete chunk, so
@@ -126,11 +138,17 @@ def _tasks(suite, cfg: Stage3Config) -> list:
     return tasks[:cfg.tasks] if cfg.tasks else tasks
 
 
-def prompt_rows(tasks, bank, k: int) -> list[dict]:
-    """One row per task: its plan prompt with the ``k`` references ``bank`` retrieves (Stage I's prompt)."""
+def prompt_rows(tasks, bank, k: int, fmt: str = "plan", code_references: int = 1) -> list[dict]:
+    """One row per task: its ``fmt`` prompt with the ``k`` references ``bank`` retrieves (Stage I's prompt), and the
+    first reference's files (``nearest``: what a code reply's missing files are taken from)."""
     from jitlab.jit.generate import references
-    from jitlab.jit.generate.plan import plan_messages
-    return [{"prompt": plan_messages(t.public(), references(bank, t.description, k)), "task_id": t.id} for t in tasks]
+    generator = common.policy_generator(fmt, code_references=code_references)
+    rows = []
+    for t in tasks:
+        refs = references(bank, t.description, k)
+        rows.append({"prompt": generator.messages(t.public(), refs), "task_id": t.id,
+                     "nearest": refs[0].files if refs else {}})
+    return rows
 
 
 def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
@@ -169,7 +187,8 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
     incumbents: dict[str, str] = {}
 
     def evaluate(prompts, completions, rows):
-        return [evaluator.plan(completion_text(c), by_id[r["task_id"]]) for c, r in zip(completions, rows)]
+        return [evaluator.plan(completion_text(c), by_id[r["task_id"]], nearest[r["task_id"]])
+                for c, r in zip(completions, rows)]
 
     def incumbent(row):
         task = by_id[row["task_id"]]
@@ -190,7 +209,7 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
             task, sha = by_id[row["task_id"]], outcome["meta"].get("sha")
             record.update(task_id=task.id, sha=sha, incumbent_sha=incumbents.get(task.id), bank=None)
             if record["gate"] and sha:
-                bank.add(evaluator.files[sha], generator=GENERATOR, parents=[incumbents[task.id]])
+                bank.add(evaluator.files[sha], generator=evaluator.generator, parents=[incumbents[task.id]])
                 result = bank.update(sha, [_evaluation(Evaluation, task, Outcome(**outcome), cfg.seed)])
                 record["bank"] = {k: result[k] for k in ("entered_frontier", "on_frontier", "step")}
             record.pop("row")
@@ -198,7 +217,9 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
         write_jsonl(completions_path, logged)
 
     rewards = ChannelRewards(evaluate, incumbent, cfg.dead_band, on_batch)
-    rows = generation_rows(prompt_rows(tasks, bank, cfg.k_references), cfg)
+    rows = prompt_rows(tasks, bank, cfg.k_references, cfg.format, cfg.code_references)
+    nearest = {r["task_id"]: r.pop("nearest") for r in rows}        # files stay out of TRL's dataset
+    rows = generation_rows(rows, cfg)
 
     def make_trainer(folder: Path):
         return grpo_trainer(cfg, folder, rows, rewards.functions(), base, **grpo_aggregation(cfg.weights)), 0

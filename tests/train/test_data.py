@@ -106,3 +106,31 @@ def test_an_evaluation_in_both_a_run_and_a_bank_counts_once(evidence, tmp_path):
     once = build_stage1(Stage1DataConfig(runs=[runs[0]]), tmp_path / "a")
     both = build_stage1(Stage1DataConfig(runs=[runs[0]], banks=[str(tmp_path / "mirror.sqlite")]), tmp_path / "b")
     assert both["dropped"]["duplicate"] == 3 and both["counts"]["evidence"] == once["counts"]["evidence"] == 3
+
+
+def test_code_format_examples_are_the_best_plans_files_on_the_code_prompt(evidence, tmp_path):
+    from jitlab.envs.base import get_suite
+    from jitlab.jit.generate import get_generator
+    from jitlab.jit.generate.blocks import parse_blocks
+    from jitlab.jit.generate.plan import plan_files
+    runs, bank, _ = evidence
+    build_stage1(Stage1DataConfig(runs=runs, banks=[bank]), tmp_path / "plan")
+    build_stage1(Stage1DataConfig(runs=runs, banks=[bank], format="code", code_form="thin", code_references=0),
+                 tmp_path / "code")
+    read = lambda name: [json.loads(line) for line in (tmp_path / name / "sft.jsonl").read_text().splitlines()]
+    plans, code = read("plan"), read("code")
+    assert [r["plan"] for r in code] == [r["plan"] for r in plans] and all(r["format"] == "code" for r in code)
+    tasks = {t.id: t for t in get_suite("toy").tasks("dev")}
+    for row in code:
+        files = parse_blocks(row["completion"][0]["content"])
+        assert files == plan_files(json.loads(row["plan"]), "teacher")     # thin: the rendered files themselves
+        generator = get_generator("code:policy", None, code_references=0)
+        assert row["prompt"][-1]["content"].startswith(
+            generator.messages(tasks[row["task_id"]].public(), [])[-1]["content"].split("\n")[0])
+        assert row["prompt"][0]["role"] == "system" and "<file name=" not in row["prompt"][-1]["content"]
+    resolved = build_stage1(Stage1DataConfig(runs=runs, banks=[bank], format="code"), tmp_path / "resolved")
+    [first] = read("resolved")[:1]
+    assert resolved["counts"]["sft"] == len(code)
+    assert len(first["completion"][0]["content"]) > 3 * len(code[0]["completion"][0]["content"])  # library written out
+    with pytest.raises(ConfigError, match="--format must be plan or code"):
+        Stage1DataConfig(runs=runs, format="python")

@@ -19,6 +19,8 @@ TOY = {"suite": "toy", "executor": "scripted:pick-first", "seeds": ["react", "re
 
 
 def test_config_checks_and_shipped_configs():
+    with pytest.raises(ConfigError, match="--format must be plan or code"):
+        PipelineConfig(format="json")
     with pytest.raises(ConfigError, match="eval_policies: unknown stage9"):
         PipelineConfig(eval_policies=["base", "stage9"])
     with pytest.raises(ConfigError, match="unknown pipeline step 'stage4'"):
@@ -26,7 +28,7 @@ def test_config_checks_and_shipped_configs():
     from jitlab.train.pipeline import _stage
     with pytest.raises(ConfigError, match="pipeline config, stage1: .*unknown key.*sft_stepz"):
         _stage(Stage1Config, {"sft_stepz": 2}, {"data": "d"}, "stage1")
-    for name in ("pipeline.yaml", "pipeline-smoke.yaml"):
+    for name in ("pipeline.yaml", "pipeline-code.yaml", "pipeline-smoke.yaml"):
         cfg = load_config(PipelineConfig, CONFIG_DIR / name)
         assert _stage(Stage1Config, cfg.stage1, {"data": "d"}, "stage1").sft_steps >= 1, name
 
@@ -91,3 +93,37 @@ def test_the_smoke_pipeline_end_to_end_and_resumed(tmp_path):
     assert "training_loss" in (out / "figures" / "README.md").read_text()
     rerun = subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, text=True, timeout=600)
     assert rerun.stdout.count("skipped") == len(STEPS) - 1                       # figures are always redrawn
+
+
+@pytest.mark.slow
+def test_the_code_format_through_every_stage(tmp_path):
+    """format: code on the toy suite: thin file targets on code:<backbone>'s prompt, one optimizer step per phase on
+    the embedded model, code repairs in Stage II, file sets sampled in Stage III, code-format validity."""
+    from jitlab.errors import ModelPackageMissing
+    from jitlab.llm.hf import embedded_gguf_path
+    from jitlab.sandbox import probe
+    try:
+        embedded_gguf_path()
+    except ModelPackageMissing as exc:
+        pytest.skip(str(exc))
+    one = {"grad_accum": 1, "save_steps": 1}
+    cfg = PipelineConfig(**{**TOY, "format": "code", "data1": {"k_references": 1, "code_form": "thin",
+                                                                "code_references": 0},
+                            "stage1": {"max_length": 5120, "sft_steps": 1, "dpo": False, **one},
+                            "data2": {"only": ["react", "hiagent"], "heldout_seeds": ["hiagent"], "ops": ["drop_colon"]},
+                            "stage2": {"max_length": 8192, "steps": 1, "eval_limit": 1, "eval_rounds": 1, **one},
+                            "stage3": {"tasks": 1, "steps": 1, "num_generations": 2, "max_completion_length": 32,
+                                       "episode_steps": 2, "smoke_steps": 1, **one},
+                            "eval_policies": ["base", "stage3"], "eval_limit": 1, "repair_rounds": 0,
+                            "eval_max_new_tokens": 32, "eval_smoke_steps": 1, "allow_unisolated": not probe()[0]})
+    manifest = run_steps(cfg, tmp_path, ["baselines", "data1", "stage1", "data2", "stage2", "stage3", "validity"])
+    rows = [json.loads(line) for line in (tmp_path / "data1" / "sft.jsonl").read_text().splitlines()]
+    assert rows and all(r["format"] == "code" and r["completion"][0]["content"].startswith("<file name=") for r in rows)
+    repairs = [json.loads(line) for line in (tmp_path / "data2" / "repairs.jsonl").read_text().splitlines()]
+    assert repairs and {r["format"] for r in repairs} == {"code"}
+    assert manifest["steps"]["stage2"]["outputs"]["phases"]["sft"]["global_step"] == 1
+    completions = [json.loads(line) for line in (tmp_path / "stage3" / "completions.jsonl").read_text().splitlines()]
+    assert len(completions) == 2 and manifest["steps"]["stage3"]["outputs"]["phases"]["grpo"]["global_step"] == 1
+    for policy in ("base", "stage3"):
+        summary = json.loads((tmp_path / "validity" / policy / "summary.json").read_text())
+        assert summary["format"] == "code" and summary["n"] == 1 and summary["code_references"] == 0

@@ -33,3 +33,20 @@ def test_evaluation_and_stage3_send_stage1s_prompt_with_its_references(tmp_path)
 def test_the_pipeline_takes_k_from_stage1_data():
     assert k_references(PipelineConfig()) == 3
     assert k_references(PipelineConfig(data1={"k_references": 0})) == 0
+
+
+def test_code_format_evaluation_sends_stage1s_code_prompt(tmp_path):
+    from jitlab.train.common import policy_generator
+    task = get_suite("toy").tasks("dev")[0]
+    with Bank.create(tmp_path / "b0.sqlite", seeds=True) as bank:
+        refs = references(bank, task.description, 2)
+        [row] = prompt_rows([task], bank, 2, "code", 0)
+    prompt = policy_generator("code", code_references=0).messages(task.public(), refs)
+    assert row["prompt"] == prompt and row["nearest"] == refs[0].files
+    # the policy is a scripted test double (not a model): its reply holds no file block, so it is not parsed
+    summary = evaluate_generator("scripted:pick-first", tmp_path / "eval", suite="toy", split="dev", limit=1, rounds=0,
+                                 max_new_tokens=16, k_references=2, format="code", code_references=0,
+                                 allow_unisolated=not probe()[0])
+    [record] = [json.loads(line) for line in (tmp_path / "eval" / "tasks.jsonl").read_text().splitlines()]
+    assert record["prompt_hash"] == prompt_hash(prompt) and summary["format"] == "code"
+    assert not record["parsed"] and not record["valid_first"] and record["final_kind"] == "parse_error"

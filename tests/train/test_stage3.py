@@ -57,3 +57,25 @@ def test_fewer_tasks_than_grad_accum_still_fill_trls_generation_batch():
     sampler = RepeatSampler(rows, mini_repeat_count=cfg.num_generations,
                             batch_size=generation_batch // cfg.num_generations, repeat_count=cfg.grad_accum)
     assert len(list(sampler)) >= generation_batch and {r["task_id"] for r in rows} == {"t0"}
+
+
+def test_code_completions_are_parsed_completed_from_the_nearest_reference_and_run(tmp_path):
+    from jitlab.envs.base import get_suite
+    from jitlab.harness import read_files, seed_bank_dir
+    from jitlab.jit.generate.blocks import format_blocks
+    from jitlab.llm import get_backbone
+    from jitlab.sandbox import probe
+    from jitlab.train.stage3 import PlanEvaluator
+    cfg = Stage3Config(suite="toy", executor="scripted:pick-first", episode_steps=3, smoke_steps=1, format="code",
+                       allow_unisolated=not probe()[0])
+    suite = get_suite("toy")
+    task = suite.tasks("dev")[0]
+    react = read_files(seed_bank_dir() / "react")
+    ev = PlanEvaluator(suite, get_backbone(cfg.executor), cfg, tmp_path)
+    reply = "Here it is:\n" + format_blocks({"memory.py": react["memory.py"]})
+    out = ev.plan(reply, task, nearest=react)
+    assert out.valid and out.meta["parsed"] and ev.files[out.meta["sha"]] == react   # the rest from the reference
+    junk = ev.plan(REACT, task, nearest=react)                        # a plan is not a file block
+    assert not junk.valid and junk.meta["kind"] == "parse_error"
+    broken = ev.plan(format_blocks({"memory.py": "def broken(:\n"}), task, nearest=react)
+    assert broken.meta["parsed"] and not broken.valid and broken.meta["kind"] == "parse_error"   # the sandbox: a SyntaxError

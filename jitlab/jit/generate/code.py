@@ -39,7 +39,7 @@ from jitlab.jit.generate.base import (
 )
 from jitlab.jit.generate.blocks import format_blocks, parse_blocks
 
-__all__ = ["CodeConfig", "CodeGenerator", "make_generator"]
+__all__ = ["CodeConfig", "CodeGenerator", "complete_files", "make_generator"]
 
 
 @dataclass
@@ -109,15 +109,19 @@ def _diag(diagnostic: dict) -> dict:
             "traceback": diagnostic.get("traceback", "")}
 
 
-def _complete(parsed: dict[str, str], nearest: Reference | None) -> tuple[dict[str, str], list[str]]:
-    """The parsed files plus, for each file the reply lacks, the nearest reference's."""
+def complete_files(parsed: dict[str, str], nearest_files: dict[str, str]) -> dict[str, str]:
+    """The parsed files plus, for each harness file the reply lacks, the one in ``nearest_files``."""
     files = dict(parsed)
-    fallback = []
     for name in HARNESS_FILES:
-        if name not in files and nearest is not None and name in nearest.files:
-            files[name] = nearest.files[name]
-            fallback.append(name)
-    return files, fallback
+        if name not in files and name in nearest_files:
+            files[name] = nearest_files[name]
+    return files
+
+
+def _complete(parsed: dict[str, str], nearest: Reference | None) -> tuple[dict[str, str], list[str]]:
+    """(complete_files with the nearest reference's files, the names taken from it)."""
+    files = complete_files(parsed, nearest.files if nearest is not None else {})
+    return files, [name for name in files if name not in parsed]
 
 
 def _stamp_lineage(files: dict[str, str], generator: str, nearest: Reference | None, fallback: list[str],
