@@ -52,7 +52,7 @@ def training_arguments(cfg, output_dir: Path, steps: int | None, epochs: float, 
         "warmup_steps": cfg.warmup_ratio, "lr_scheduler_type": cfg.lr_scheduler, "logging_steps": cfg.logging_steps,
         "save_strategy": "steps", "save_steps": cfg.save_steps, "save_total_limit": cfg.save_total_limit,
         "report_to": [r for r in cfg.reporters() if r != "none"] or "none", "bf16": cfg.bf16,
-        "gradient_checkpointing": cfg.gradient_checkpointing, "use_cpu": cfg.use_cpu, "seed": cfg.seed,
+        "activation_checkpointing": cfg.gradient_checkpointing, "use_cpu": cfg.use_cpu, "seed": cfg.seed,
         "data_seed": cfg.seed,
         "dataloader_num_workers": 0, "disable_tqdm": True}
 

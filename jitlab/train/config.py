@@ -236,8 +236,9 @@ def load_config(cls, path: str | Path | None = None, overrides: dict | None = No
 
 @dataclass
 class Stage3Config(TrainingCommon):
-    """Stage III (Evo-GDPO): GRPO on the plan (or code) format with the gated, decoupled reward channels of jitlab.train.evo;
-    candidates validated and run in the sandbox against the family's incumbent; conservative bank update."""
+    """Stage III (Evo-GDPO): GRPO on the plan (or code) format with the gated, decoupled reward channels of
+    jitlab.train.evo; candidates validated and run in the sandbox against the family's incumbent; conservative bank
+    update."""
     policy: str | None = field(default=None, metadata={"help": "adapter to start from (Stage II or I: "
                                                                "runs/train/s2/adapter); default: the bare --base"})
     suite: str = field(default="textworld", metadata={"help": "suite whose training tasks are sampled",

@@ -46,7 +46,7 @@ def _advantages(outcomes, tmp_path, inc=INC, aggregation=None):
     tokenizer, model = _tiny_policy()
     rewards = ChannelRewards(lambda prompts, completions, rows: list(outcomes), lambda row: inc)
     args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=4, report_to="none", bf16=False, gradient_checkpointing=False,
+                      max_completion_length=4, report_to="none", bf16=False, activation_checkpointing=False,
                       use_cpu=True, logging_steps=1, save_strategy="no", disable_tqdm=True, seed=0,
                       **{**grpo_aggregation(), **(aggregation or {})})
     dataset = Dataset.from_list([{"prompt": "w3 w4 w5", "task_id": "t0"}])
