@@ -20,6 +20,7 @@ it loads, answers the interface and survives ``smoke_steps`` steps.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from jitlab.train.records import write_json, write_jsonl
@@ -31,10 +32,11 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
                        limit: int | None = 10, rounds: int = 2, max_new_tokens: int = 160,
                        executor: str = "scripted:pick-first", smoke_steps: int = 2,
                        allow_unisolated: bool = False, k_references: int = 3, format: str = "plan",
-                       code_references: int = 1) -> dict:
+                       code_references: int = 1, concurrency: int = 1) -> dict:
     """See the module docstring. ``backbone``: the policy (``embedded``, ``hf:<adapter>``); ``executor``: the backbone
     of the validation smoke episodes; ``format``: ``plan`` or ``code`` (the generator is ``<format>:<backbone>``, with
-    ``code_references`` for code). A rerun with the same settings returns the recorded summary."""
+    ``code_references`` for code); ``concurrency``: tasks evaluated at once (their calls batch in the hf engine; not
+    part of the settings). A rerun with the same settings returns the recorded summary."""
     from jitlab.envs.base import get_suite
     from jitlab.jit.bank import Bank
     from jitlab.jit.generate import references
@@ -66,8 +68,8 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
     if k_references:
         with Bank.create(out / "references.sqlite", seeds=True) as bank:
             refs_of = {t.id: references(bank, t.description, k_references) for t in tasks}
-    records = []
-    for task in tasks:
+
+    def one(task) -> dict:
         gen = LLMHandle(model, Budget(max_tokens=10 ** 7), None, seed=0, phase="generate")
         fix = LLMHandle(model, Budget(max_tokens=10 ** 7), None, seed=0, phase="repair")
         refs = refs_of.get(task.id, [])
@@ -75,16 +77,16 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
         outcome = validate_and_repair(
             cand, _Pinned(generator, fix), task.public(), dev_task_for(suite_obj, task), suite_obj,
             lambda phase: LLMHandle(smoke, Budget(max_tokens=10 ** 6), None, seed=0, phase=phase), config,
-            out / "validate", log=log, context={"policy": backbone, "task_id": task.id})
+            out / "validate" / task.id, log=log, context={"policy": backbone, "task_id": task.id})
         first = (outcome.transitions[0]["diagnostic"] or {}) if outcome.transitions else {}
-        records.append({"task_id": task.id, "family": task.family, "parsed": bool(cand.meta.get("parsed_files")),
-                        "valid_first": outcome.ok and outcome.rounds == 0, "valid": outcome.ok,
-                        "rounds": outcome.rounds, "outcomes": [t["outcome"] for t in outcome.transitions],
-                        "first_kind": first.get("kind"),
-                        "final_kind": (outcome.validation.diagnostic or {}).get("kind"),
-                        "gen_tokens": gen.tokens, "repair_tokens": fix.tokens, "references": [r.name for r in refs],
-                        "prompt_hash": cand.prompt_hash,
-                        "reply": cand.meta.get("reply")})
+        return {"task_id": task.id, "family": task.family, "parsed": bool(cand.meta.get("parsed_files")),
+                "valid_first": outcome.ok and outcome.rounds == 0, "valid": outcome.ok,
+                "rounds": outcome.rounds, "outcomes": [t["outcome"] for t in outcome.transitions],
+                "first_kind": first.get("kind"), "final_kind": (outcome.validation.diagnostic or {}).get("kind"),
+                "gen_tokens": gen.tokens, "repair_tokens": fix.tokens, "references": [r.name for r in refs],
+                "prompt_hash": cand.prompt_hash, "reply": cand.meta.get("reply")}
+    with ThreadPoolExecutor(max(1, concurrency)) as pool:       # concurrent tasks share the model's batching engine
+        records = list(pool.map(one, tasks))
     write_jsonl(out / "tasks.jsonl", records)
     n = len(records)
     needing = [r for r in records if not r["valid_first"]]

@@ -78,6 +78,8 @@ class PipelineConfig:
                                                                     "validity evaluation", "min": 8})
     eval_smoke_steps: int = field(default=2, metadata={"help": "validation smoke steps in the validity evaluation",
                                                        "min": 0})
+    eval_concurrency: int = field(default=1, metadata={"help": "held-out tasks of the validity evaluation run at once "
+                                                               "(their calls batch in the hf engine)", "min": 1})
     eval_options: dict = field(default_factory=dict, metadata={"help": "JITConfig fields of the evaluations, e.g. "
                                                                        "{max_steps: 10, retrieval: bm25}"})
     allow_unisolated: bool = field(default=False, metadata={"help": "run harnesses without bubblewrap when it is "
@@ -150,7 +152,7 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
                 backbone, out / mode / policy, suite=cfg.suite, split=cfg.eval_split, limit=cfg.eval_limit,
                 rounds=cfg.repair_rounds, max_new_tokens=cfg.eval_max_new_tokens, executor=cfg.executor,
                 smoke_steps=cfg.eval_smoke_steps, allow_unisolated=cfg.allow_unisolated, k_references=k_references(cfg),
-                format=cfg.format, code_references=code_references(cfg))
+                format=cfg.format, code_references=code_references(cfg), concurrency=cfg.eval_concurrency)
         else:
             from jitlab.jit.inference import JITConfig, run_jit
             from jitlab.train.report import EVAL_COLUMNS

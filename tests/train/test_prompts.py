@@ -50,3 +50,13 @@ def test_code_format_evaluation_sends_stage1s_code_prompt(tmp_path):
     [record] = [json.loads(line) for line in (tmp_path / "eval" / "tasks.jsonl").read_text().splitlines()]
     assert record["prompt_hash"] == prompt_hash(prompt) and summary["format"] == "code"
     assert not record["parsed"] and not record["valid_first"] and record["final_kind"] == "parse_error"
+
+
+def test_concurrent_evaluation_records_the_same_tasks_in_order(tmp_path):
+    # the policy is a scripted test double (not a model)
+    kwargs = dict(suite="toy", split="dev", limit=3, rounds=1, max_new_tokens=16, k_references=1,
+                  allow_unisolated=not probe()[0])
+    one = evaluate_generator("scripted:pick-first", tmp_path / "one", **kwargs)
+    three = evaluate_generator("scripted:pick-first", tmp_path / "three", concurrency=3, **kwargs)
+    read = lambda name: [json.loads(line) for line in (tmp_path / name / "tasks.jsonl").read_text().splitlines()]
+    assert read("one") == read("three") and one == three and len(read("one")) == 3
