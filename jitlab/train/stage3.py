@@ -1,5 +1,6 @@
-"""Stage III training (Evo-GDPO): GRPO on the ``plan`` (or ``code``) format with TRL's ``GRPOTrainer``, the gated and decoupled
-reward channels of :mod:`jitlab.train.evo`, candidates validated and run in the sandbox, and a conservative bank update.
+"""Stage III training (Evo-GDPO): GRPO on the ``plan`` (or ``code``) format with TRL's ``GRPOTrainer``, the gated and
+decoupled reward channels of :mod:`jitlab.train.evo`, candidates validated and run in the sandbox, and a conservative
+bank update.
 
     from jitlab.train.stage3 import run_stage3
     run_stage3(load_config(Stage3Config, policy="runs/train/s2/adapter", suite="textworld"), "runs/train/s3")
@@ -43,6 +44,7 @@ from jitlab.train.records import file_sha256, write_json
 
 __all__ = ["PlanEvaluator", "completion_text", "generation_rows", "grpo_trainer", "policy_chain", "prompt_rows",
            "run_stage3"]
+
 
 def completion_text(completion) -> str:
     """The text of a TRL completion (a string, or conversational: a list of messages)."""
