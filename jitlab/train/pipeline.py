@@ -36,6 +36,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 from jitlab.fields import check_fields
+from jitlab.train.config import FORMATS, Stage1DataConfig, check_format
 from jitlab.train.records import write_json
 
 __all__ = ["POLICIES", "STEPS", "PipelineConfig", "code_references", "evaluate_policies", "k_references",
@@ -51,7 +52,7 @@ class PipelineConfig:
     suite: str = field(default="textworld", metadata={"help": "suite the data, Stage III and the evaluations use",
                                                       "nonempty": True})
     format: str = field(default="plan", metadata={"help": "what the student writes: plans (plan:<backbone>) or "
-                                                          "harness files (code:<backbone>)", "choices": ["plan", "code"]})
+                                                          "harness files (code:<backbone>)", "choices": FORMATS})
     executor: str = field(default="embedded", metadata={"help": "frozen backbone that runs every episode (baselines, "
                                                                 "Stage III candidates, evaluations)", "nonempty": True})
     seeds: list = field(default_factory=list, metadata={"help": "seed harnesses of the baseline grid (default: all "
@@ -88,7 +89,6 @@ class PipelineConfig:
 
     def __post_init__(self):
         check_fields(self)
-        from jitlab.train.config import check_format
         check_format(self.format)
         bad = sorted(set(self.eval_policies) - set(POLICIES))
         if bad:
@@ -105,17 +105,20 @@ def _stage(cls, overrides: dict, wiring: dict, key: str):
         raise ConfigError(f"pipeline config, {key}: {exc}") from None
 
 
+def _data1_field(cfg: PipelineConfig, name: str) -> int:
+    """Stage I data's field ``name`` as the pipeline sets it (its ``data1`` mapping, else the default)."""
+    return int(cfg.data1.get(name, Stage1DataConfig.__dataclass_fields__[name].default))
+
+
 def k_references(cfg: PipelineConfig) -> int:
     """References per plan prompt: Stage I data's ``k_references``, which Stage III and both evaluations reuse, so a
     policy is trained and evaluated on the prompt JIT inference sends."""
-    from jitlab.train.config import Stage1DataConfig
-    return int(cfg.data1.get("k_references", Stage1DataConfig.__dataclass_fields__["k_references"].default))
+    return _data1_field(cfg, "k_references")
 
 
 def code_references(cfg: PipelineConfig) -> int:
     """References shown with their code in a code prompt: Stage I data's ``code_references`` (see k_references)."""
-    from jitlab.train.config import Stage1DataConfig
-    return int(cfg.data1.get("code_references", Stage1DataConfig.__dataclass_fields__["code_references"].default))
+    return _data1_field(cfg, "code_references")
 
 
 def _adapter(out: Path, *stages: str) -> str | None:
