@@ -8,7 +8,9 @@ export of every run behind a published table or figure is committed (docs/record
 
 Each run becomes ``OUT/<run>/`` (``<run>`` is the run directory's path below the folder given, or its name):
 
-    summary.json   the run's summary.json (JIT runs: with the per-phase figures and ``per_task``)
+    summary.json   the run's summary.json (JIT runs: with the per-phase figures and ``per_task``), plus any key the
+                   current ``summarize`` adds that it lacks (e.g. the 95% intervals of a run made before them)
+    card.json      the harness card (jitlab/card.py): harness, modules, backbone, budgets, suite, tasks, commit
     run.json       format, source directory, export time, the run's config and meta (fingerprint, created)
     episodes.csv   every episode row, all attempts, every column of the ``episodes`` table (``extra`` as JSON)
     steps.csv      per step: episode_id, step, tool, args, reward, done, tokens (no thoughts, observations, traces)
@@ -32,6 +34,7 @@ import shutil
 import time
 from pathlib import Path
 
+from jitlab.card import CARD_NAME, compute_card
 from jitlab.errors import ConfigError
 from jitlab.store import DB_NAME, EXPORT_FORMAT, EXPORT_MARKER, NULL, load, make_dir, summarize
 
@@ -86,7 +89,8 @@ def export_run(run_dir: str | Path, out: str | Path) -> Path:
     run_dir, out = Path(run_dir), Path(out)
     frames = load(run_dir)
     path = run_dir / "summary.json"
-    summary = json.loads(path.read_text()) if path.is_file() else summarize(run_dir, write=False)
+    current = summarize(run_dir, write=False)
+    summary = {**current, **json.loads(path.read_text())} if path.is_file() else current
     tmp = out.with_name(out.name + ".export-tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     make_dir(tmp, "--out")
@@ -97,6 +101,7 @@ def export_run(run_dir: str | Path, out: str | Path) -> Path:
         _write_csv(frame, tmp / f"{name}.csv")
     dtypes = {name: {c: str(t) for c, t in frame.dtypes.items()} for name, frame in tables.items()}
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    (tmp / CARD_NAME).write_text(json.dumps(compute_card(frames), indent=2, default=str) + "\n")
     (tmp / EXPORT_MARKER).write_text(json.dumps({
         "format": EXPORT_FORMAT, "source": str(run_dir.resolve()), "exported": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "config": frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}, "meta": frames["meta"],

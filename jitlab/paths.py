@@ -6,14 +6,14 @@ cache (``replay.sqlite``). Nothing here is downloaded: everything is generated o
 ``repo_root()`` is where outputs (``runs/``, ``figures/``) resolve: the source checkout when jitlab runs
 from one (so a notebook whose kernel starts in ``notebooks/`` writes beside the code), else the working
 directory, never the installed package. ``package_root()`` is the installed ``jitlab/`` folder (seeds,
-templates and other package data).
+templates and other package data). ``jitlab_commit()`` is the git commit of that checkout (recorded in every run).
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ["home", "data_dir", "package_root", "repo_root"]
+__all__ = ["home", "data_dir", "jitlab_commit", "package_root", "repo_root"]
 
 
 def home() -> Path:
@@ -39,3 +39,21 @@ def repo_root() -> Path:
     if (checkout / "pyproject.toml").is_file() and (checkout / "jitlab").resolve() == package_root():
         return checkout
     return Path.cwd()
+
+
+def jitlab_commit() -> str | None:
+    """The git commit of the jitlab checkout running now (``+dirty`` when tracked files differ from it);
+    None when jitlab is not run from a git checkout."""
+    import subprocess
+    root = package_root().parent
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20)
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0 or not (root / ".git").exists():
+            return None
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "jitlab").stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty else "")

@@ -10,6 +10,8 @@ One definition of each, in pure Python (no numpy), so the store, the exports, th
 - :func:`paired_bootstrap` the same for the mean of per-task differences ``b - a`` of two runs on the same tasks.
 - :func:`mcnemar_exact` the exact (binomial) two-sided McNemar p-value of paired successes: only the discordant
   pairs count (tasks one run solved and the other did not).
+- :func:`run_intervals` the three intervals every summary, table and figure shows for one run: success rate
+  (Wilson), mean reward and tokens per task (bootstrap), under the key names of ``summary.json``.
 
     >>> wilson(2, 10)             # (0.0567, 0.5098) to 4 places
     >>> mcnemar_exact(5, 0)       # 0.0625: five flips one way, none the other
@@ -20,10 +22,13 @@ import math
 import random
 from statistics import NormalDist
 
-__all__ = ["LEVEL", "N_BOOT", "bootstrap_mean", "mcnemar_exact", "paired_bootstrap", "wilson"]
+__all__ = ["INTERVAL_METHOD", "LEVEL", "N_BOOT", "bootstrap_mean", "mcnemar_exact", "paired_bootstrap",
+           "run_intervals", "wilson"]
 
 LEVEL = 0.95
 N_BOOT = 2000
+INTERVAL_METHOD = (f"success rate: Wilson score interval; mean reward and tokens/task: percentile bootstrap over "
+                   f"tasks ({N_BOOT} resamples, seed 0)")
 
 
 def _z(level: float) -> float:
@@ -94,3 +99,17 @@ def mcnemar_exact(b: int, c: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n
     return min(1.0, 2 * tail)
+
+
+def run_intervals(success, reward, tokens, level: float = LEVEL) -> dict:
+    """The intervals of one run's finished episodes (one value per episode in each list), as the
+    ``summary.json`` keys: ``success_rate_wilson``, ``mean_reward_ci``, ``tokens_per_task_ci`` (each ``[lo, hi]``),
+    ``interval_level`` and ``interval_method``. No episodes: ``success_rate_wilson`` is [0, 1], the others None."""
+    success = [bool(s) for s in success]
+    reward, tokens = [float(r) for r in reward], [float(t) for t in tokens]
+
+    def ci(values):
+        return list(bootstrap_mean(values, level)[1:]) if values else None
+    return {"success_rate_wilson": list(wilson(sum(success), len(success), level)),
+            "mean_reward_ci": ci(reward), "tokens_per_task_ci": ci(tokens),
+            "interval_level": level, "interval_method": INTERVAL_METHOD}

@@ -1,6 +1,6 @@
 """Run records: ``runs/<name>/run.sqlite`` (WAL, busy timeout, one writer) plus ``summary.json``.
 
-Tables: ``meta`` (config, fingerprint), ``episodes`` (identity = harness sha256, task id, seed,
+Tables: ``meta`` (config, fingerprint, jitlab commit, suite version), ``episodes`` (identity = harness sha256, task id, seed,
 attempt; status, success, reward, steps, tokens, cost, wall time, tool calls), ``steps`` and
 ``calls`` (every backbone call, with tokens, cost, latency, cache flag and content hash).
 
@@ -67,6 +67,14 @@ CREATE TABLE IF NOT EXISTS calls (
 _ADDED_CALL_COLUMNS = {"queue_s": "REAL", "compute_s": "REAL", "reused_tokens": "INTEGER"}
 _CALL_COLUMNS = ("episode_id", "step", "phase", "kind", "key", "backbone", "prompt_tokens", "completion_tokens", "cost",
                  "latency_s", "cached", "messages", "text", "t", *_ADDED_CALL_COLUMNS)
+
+
+def _provenance(config: dict) -> dict:
+    """What a new run records beside its config, outside the fingerprint: the jitlab commit and the suite version."""
+    from jitlab.envs.base import suite_version
+    from jitlab.paths import jitlab_commit
+    found = {"jitlab_commit": jitlab_commit(), "suite_version": suite_version(config.get("suite"))}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def fingerprint(config: dict) -> str:
@@ -257,6 +265,8 @@ class RunStore:
                 self.db.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (fingerprint(config),))
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self.db.execute("INSERT INTO meta VALUES ('created', ?)", (str(time.time()),))
+                for key, value in _provenance(config).items():  # read by the harness card (jitlab/card.py)
+                    self.db.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
             return
         old = json.loads(row[0])
         if fingerprint(old) != fingerprint(config):
@@ -457,6 +467,13 @@ def _load_export(folder: Path) -> dict:
     return frames
 
 
+def _intervals(done) -> dict:
+    """The summary's interval keys (jitlab.stats.run_intervals): success rate (Wilson), mean reward and tokens per
+    task (bootstrap over tasks)."""
+    from jitlab.stats import run_intervals
+    return run_intervals(done["success"].fillna(0), done["reward"].fillna(0.0), done["tokens"])
+
+
 def summarize(run_dir: str | Path, write: bool = True) -> dict:
     """Compute ``summary.json`` from the records (never from in-memory state); write it unless ``write=False``
     (read-only commands such as ``jitlab show``)."""
@@ -485,6 +502,7 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
         "isolation": sorted(set(done["isolation"].dropna())),
         "fingerprint": frames["meta"].get("fingerprint"),
     }
+    summary.update(_intervals(done))
     if write:
         tmp = Path(run_dir) / "summary.json.tmp"
         try:

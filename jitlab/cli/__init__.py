@@ -5,7 +5,7 @@
     python -m jitlab.cli --help
 
 Files: ``options.py`` (dataclass fields -> options), ``run.py`` (run, show, suites, harnesses), ``jit.py``,
-``bank.py``, ``viz.py`` (figures, dash, batch), ``train.py``, ``engineer.py``. The command modules import only
+``bank.py``, ``viz.py`` (figures, dash, batch), ``compare.py``, ``train.py``, ``engineer.py``. The command modules import only
 ``options.py`` (no circle); each imports its heavy dependencies inside the command, so ``jitlab --help`` stays fast
 (no torch, transformers, litellm or panel import). Errors of the jitlab hierarchy print as one line (exit 2).
 """
@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from jitlab.cli.bank import add_bank_commands
+from jitlab.cli.compare import add_compare_commands
 from jitlab.cli.engineer import add_engineer_commands
 from jitlab.cli.jit import add_jit_commands
 from jitlab.cli.run import add_run_commands
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_jit_commands(sub)
     add_bank_commands(sub)
     add_viz_commands(sub)
+    add_compare_commands(sub)
     add_train_commands(sub)
     add_engineer_commands(sub)
     return parser

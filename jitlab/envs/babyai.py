@@ -111,6 +111,7 @@ def _make_gym(level_id: str):
 
 class BabyAISuite:
     name = "babyai"
+    version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families = list(LEVELS)
     splits = ["dev", "test"]
 

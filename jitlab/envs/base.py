@@ -13,7 +13,8 @@ from typing import Protocol, runtime_checkable
 from jitlab.errors import UnknownName
 from jitlab.protocol import Capability, Observation
 
-__all__ = ["SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_suite", "interleave", "suite_names"]
+__all__ = ["SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_suite", "interleave", "suite_names",
+           "suite_version"]
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Env(Protocol):
 @runtime_checkable
 class Suite(Protocol):
     name: str
+    version: str  # bumped when tasks, actions or scoring change; recorded in each run (its harness card)
     families: list[str]
     splits: list[str]
 
@@ -83,6 +85,18 @@ def get_suite(name: str) -> Suite:
         raise UnknownName("suite", name, SUITES)
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)()
+
+
+def suite_version(name: str | None) -> str | None:
+    """The ``version`` of suite ``name`` without building it (None: unknown suite or no version declared)."""
+    target = SUITES.get(name or "", name if name and ":" in name else None)
+    if target is None:
+        return None
+    module, _, attr = target.partition(":")
+    try:
+        return getattr(getattr(importlib.import_module(module), attr), "version", None)
+    except (ImportError, AttributeError):
+        return None
 
 
 def interleave(specs: list[TaskSpec], key=lambda spec: spec.family) -> list[TaskSpec]:

@@ -257,6 +257,7 @@ def _tw_make() -> str:
 class TextWorldSuite:
     """The TextWorld task suite: 3 families x 3 levels x ``games_per_level`` games per split."""
     name = "textworld"
+    version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families: ClassVar[list[str]] = list(LEVELS)
     splits: ClassVar[list[str]] = ["dev", "test"]
 

@@ -20,6 +20,7 @@ _VERBS = ["open door", "go east", "take coin", "go north", "unlock chest", "take
 
 class ToySuite:
     name = "toy"
+    version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families = ["chain"]
     splits = ["dev", "test"]
 

@@ -81,6 +81,7 @@ _MODIFY_SUCCESS = ("after you commit, the whole table (rows and values) must equ
 
 class DBBenchSuite:
     name = "dbbench"
+    version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families = ["other", "counting", "comparison", "ranking", "aggregation-SUM", "aggregation-MIN",
                 "aggregation-MAX", "aggregation-AVG", "INSERT", "UPDATE"]
     splits = ["dev", "test"]

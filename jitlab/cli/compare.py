@@ -1,0 +1,53 @@
+"""``jitlab compare``: a paired comparison of runs on the same tasks and seeds (jitlab/compare.py), read-only.
+
+    jitlab compare results/full-budget-textworld-test/textworld-react results/full-budget-textworld-test/textworld-aorchestra
+    jitlab compare RUN_A RUN_B RUN_C --out runs/compare-tw      # + compare.md/.csv, flips.csv, compare.png/.html
+
+Prints each run's harness card, then one row per run after the first against the first (A): wins/losses/ties,
+the exact McNemar p-value of success, Δ reward and Δ tokens with paired bootstrap 95% intervals, the flipped tasks.
+"""
+from __future__ import annotations
+
+__all__ = ["add_compare_commands", "cmd_compare"]
+
+
+def cmd_compare(args) -> int:
+    from jitlab.card import format_card
+    from jitlab.compare import compare_runs
+    from jitlab.store import make_dir
+    if args.out:
+        make_dir(args.out, "--out")  # before any work: --out naming a file is a one-line error
+    table, flips, runs = compare_runs(args.runs, level=args.level)
+    for r in runs:
+        print(format_card(r.card, r.label))
+    from jitlab.viz.compare import compare_markdown, write_comparison
+    print(f"\npaired on {table['n_tasks'].iloc[0]} task/seed pairs (B vs A = {runs[0].label}; McNemar exact, "
+          f"two-sided; Δ = B − A with {args.level:.0%} paired bootstrap intervals):\n")
+    print(compare_markdown(table))
+    if args.out:
+        written = write_comparison(table, flips, runs, args.out, figure=not args.no_figure)
+        print(f"\njitlab compare: {', '.join(p.name for p in written)} in {args.out}")
+    return 0
+
+
+def add_compare_commands(sub) -> None:
+    """Register ``compare`` on the ``jitlab`` subparsers object."""
+    p = sub.add_parser("compare", help="paired comparison of runs on the same tasks: wins/losses, McNemar p, "
+                                       "Δ reward and Δ tokens with 95% intervals, flipped tasks")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories or exports; each after the first is "
+                   "compared with the first")
+    p.add_argument("--out", help="folder for compare.md/.csv, flips.csv and the figure (compare.png/.html)")
+    p.add_argument("--level", type=_level, default=0.95, help="confidence level of the bootstrap intervals")
+    p.add_argument("--no-figure", action="store_true", help="with --out: write the tables only")
+    p.set_defaults(func=cmd_compare)
+
+
+def _level(text: str) -> float:
+    import argparse
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"--level must be a number in (0, 1), e.g. 0.95; got {text!r}")
+    return value
