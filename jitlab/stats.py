@@ -103,13 +103,13 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def run_intervals(success, reward, tokens, level: float = LEVEL) -> dict:
     """The intervals of one run's finished episodes (one value per episode in each list), as the
-    ``summary.json`` keys: ``success_rate_wilson``, ``mean_reward_ci``, ``tokens_per_task_ci`` (each ``[lo, hi]``),
-    ``interval_level`` and ``interval_method``. No episodes: ``success_rate_wilson`` is [0, 1], the others None."""
+    ``summary.json`` keys: ``n_success``, ``success_rate_wilson``, ``mean_reward_ci``, ``tokens_per_task_ci`` (each
+    ``[lo, hi]``), ``interval_level`` and ``interval_method``. No episodes: ``success_rate_wilson`` is [0, 1], the others None."""
     success = [bool(s) for s in success]
     reward, tokens = [float(r) for r in reward], [float(t) for t in tokens]
 
     def ci(values):
         return list(bootstrap_mean(values, level)[1:]) if values else None
-    return {"success_rate_wilson": list(wilson(sum(success), len(success), level)),
+    return {"n_success": sum(success), "success_rate_wilson": list(wilson(sum(success), len(success), level)),
             "mean_reward_ci": ci(reward), "tokens_per_task_ci": ci(tokens),
             "interval_level": level, "interval_method": INTERVAL_METHOD}

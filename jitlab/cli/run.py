@@ -46,9 +46,9 @@ def cmd_show(args) -> int:
     import pandas as pd
 
     from jitlab.store import load, summarize
-    rows = []
+    rows, summaries = [], {}
     for run_dir in args.run_dirs:
-        summary = summarize(run_dir, write=False)  # a read-only command: summary.json is left as it is
+        summary = summaries[run_dir] = summarize(run_dir, write=False)  # read-only: summary.json is left as it is
         if len(args.run_dirs) == 1:
             eps = load(run_dir)["episodes"]
             cols = ["task_id", "attempt", "status", "success", "reward", "steps", "tokens", "cost", "tool_calls", "wall_s"]
@@ -58,6 +58,7 @@ def cmd_show(args) -> int:
             "cost_per_task", "tool_calls_per_task", "wall_s_per_task")}})
     print()
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    _print_intervals(summaries)
     if args.mechanisms:
         from jitlab.viz.experiments import mechanism_usage
         for run_dir in args.run_dirs:
@@ -66,6 +67,20 @@ def cmd_show(args) -> int:
                   "chosen vs not; candidates containing it)")
             print(mech.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-"))
     return 0
+
+
+def _print_intervals(summaries: dict) -> None:
+    """The 95% intervals of each run's summary (jitlab.stats.run_intervals): success, reward, tokens per task."""
+    import pandas as pd
+
+    from jitlab.viz.tables import RATE_HEADER, mean_cell, rate_cell
+    rows = []
+    for run_dir, s in summaries.items():
+        rows.append({"run": str(run_dir), RATE_HEADER: rate_cell(s["n_success"], s["n_episodes"]),
+                     "mean reward (bootstrap 95%)": mean_cell(s["mean_reward"], *(s["mean_reward_ci"] or [0, 0])),
+                     "tokens/task (bootstrap 95%)": mean_cell(s["tokens_per_task"], *(s["tokens_per_task_ci"] or [0, 0]))})
+    print(f"\n95% intervals ({s['interval_method']}):")
+    print(pd.DataFrame(rows).to_string(index=False))
 
 
 def cmd_export(args) -> int:

@@ -1,6 +1,6 @@
 """The read-only visual subcommands of ``jitlab``: ``batch``, ``dash``, ``figures``.
 
-    jitlab figures --runs runs/ --out figures/                    # every figure the runs support + README
+    jitlab figures --runs runs/ --out figures/                    # every figure the runs support + README, cards
     jitlab dash runs/tw-streaming [more runs] [--live] [--port N] [--no-show]
     jitlab batch notebooks/05_static_vs_streaming.ipynb --grid params.yaml --out batches/05 [--parallel N]
 
@@ -27,6 +27,11 @@ def cmd_figures(args) -> int:
                + (" --inline-js" if args.inline_js else ""))
     entries = make_figures(args.runs, args.out, command=command, window=args.window, baseline=args.baseline,
                            resources="inline" if args.inline_js else "cdn")
+    from jitlab.card import format_card, read_card
+    from jitlab.viz.figures import expand_runs
+    print("harness cards of the runs drawn:")
+    for run in expand_runs(args.runs):
+        print(format_card(read_card(run), str(run)))
     for e in entries:
         print(f"  {e['stem']:<28} {', '.join(e['files'])}")
     print(f"jitlab figures: {len(entries)} figures/tables in {args.out}; listed in {args.out}/README.md")

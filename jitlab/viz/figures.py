@@ -34,6 +34,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 from jitlab.jit.record import read_jit_record
+from jitlab.stats import bootstrap_mean, wilson
 from jitlab.viz.tables import markdown_table
 
 __all__ = ["collect", "expand_runs", "stream_curves", "final_accuracy", "pairings", "pareto_frontier",
@@ -115,7 +116,8 @@ def collect(run_dirs, include_unfinished: bool = False):
 def stream_curves(df, window: int = 5):
     """Per run, in stream order: cumulative accuracy and rolling mean/std of cost and tool calls
     (``window`` tasks, trailing). Columns: run, suite, backbone, mode, method, stream_index, task_id,
-    success, cum_accuracy, cost, cost_mean, cost_std, tool_calls, tool_calls_mean, tool_calls_std, tokens."""
+    success, cum_accuracy (with its Wilson 95% interval cum_accuracy_lo/_hi over the tasks so far), cost, cost_mean,
+    cost_std, tool_calls, tool_calls_mean, tool_calls_std, tokens."""
     import pandas as pd
     parts = []
     for _, g in df.groupby("run", sort=False):
@@ -123,6 +125,8 @@ def stream_curves(df, window: int = 5):
         out = g[["run", "suite", "backbone", "mode", "method", "stream_index", "task_id", "success", "cost",
                  "tool_calls", "tokens"]].copy().reset_index(drop=True)
         out["cum_accuracy"] = out["success"].expanding().mean()
+        bounds = [wilson(int(k), i + 1) for i, k in enumerate(out["success"].cumsum())]
+        out["cum_accuracy_lo"], out["cum_accuracy_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
         for col in ("cost", "tool_calls"):
             roll = out[col].rolling(window, min_periods=1)
             out[f"{col}_mean"] = roll.mean()
@@ -131,21 +135,41 @@ def stream_curves(df, window: int = 5):
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+def _with_intervals(df, keys, rate: str, means: dict):
+    """Per group of ``keys``: the Wilson interval of the success rate (``<rate>_lo``/``_hi``) and a bootstrap
+    interval (``<name>_lo``/``_hi``) of each mean in ``means`` ({name: episode column})."""
+    import pandas as pd
+    rows = []
+    for key, g in df.groupby(keys, sort=True, dropna=False):
+        lo, hi = wilson(int(g["success"].sum()), len(g))
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)), **{f"{rate}_lo": lo, f"{rate}_hi": hi})
+        for name, col in means.items():
+            row[f"{name}_lo"], row[f"{name}_hi"] = bootstrap_mean(g[col])[1:]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*keys, f"{rate}_lo", f"{rate}_hi",
+                                       *(f"{n}_{e}" for n in means for e in ("lo", "hi"))])
+
+
 def final_accuracy(df):
-    """Final cumulative accuracy per run: suite, backbone, mode, method, run, n_tasks, final_accuracy."""
-    rows = df.groupby(["suite", "backbone", "mode", "method", "run"], sort=True, dropna=False).agg(
+    """Final cumulative accuracy per run: suite, backbone, mode, method, run, n_tasks, final_accuracy (with its
+    Wilson 95% interval final_accuracy_lo/_hi), cost_per_task, tool_calls_per_task."""
+    keys = ["suite", "backbone", "mode", "method", "run"]
+    rows = df.groupby(keys, sort=True, dropna=False).agg(
         n_tasks=("success", "size"), final_accuracy=("success", "mean"), cost_per_task=("cost", "mean"),
-        tool_calls_per_task=("tool_calls", "mean"))
-    return rows.reset_index()
+        tool_calls_per_task=("tool_calls", "mean")).reset_index()
+    return rows.merge(_with_intervals(df, keys, "final_accuracy", {}), on=keys, how="left")
 
 
 def pairings(df):
-    """One row per (suite, method, backbone): n, score (success rate), cost_per_case, tokens_per_case,
+    """One row per (suite, method, backbone): n, score (success rate) with its Wilson 95% interval
+    (score_lo/_hi), cost_per_case and tokens_per_case with bootstrap 95% intervals (``_lo``/``_hi``),
     tool_calls_per_case."""
-    rows = df.groupby(["suite", "method", "backbone"], sort=True, dropna=False).agg(
+    keys = ["suite", "method", "backbone"]
+    rows = df.groupby(keys, sort=True, dropna=False).agg(
         n=("success", "size"), score=("success", "mean"), cost_per_case=("cost", "mean"),
-        tokens_per_case=("tokens", "mean"), tool_calls_per_case=("tool_calls", "mean"))
-    return rows.reset_index()
+        tokens_per_case=("tokens", "mean"), tool_calls_per_case=("tool_calls", "mean")).reset_index()
+    more = _with_intervals(df, keys, "score", {"cost_per_case": "cost", "tokens_per_case": "tokens"})
+    return rows.merge(more, on=keys, how="left")
 
 
 def pareto_frontier(points, x: str = "cost_per_case", y: str = "score"):
@@ -162,7 +186,8 @@ def pareto_frontier(points, x: str = "cost_per_case", y: str = "score"):
 
 def jit_gain(df, baseline: str = "react"):
     """Per (suite, backbone, JIT mode): baseline score, JIT score and gain (JIT − baseline), both as
-    success rates, plus the cost per case of each. Only backbones that have both runs appear."""
+    success rates with their Wilson 95% intervals (``*_score_lo``/``_hi``), plus the cost per case of each. Only
+    backbones that have both runs appear. (The gain's paired test is ``jitlab compare``.)"""
     import pandas as pd
     p = pairings(df)
     base = p[p["method"] == baseline]
@@ -173,9 +198,12 @@ def jit_gain(df, baseline: str = "react"):
             rows.append({"suite": b["suite"], "backbone": b["backbone"], "jit": j["method"],
                          "baseline": baseline, "baseline_score": b["score"], "jit_score": j["score"],
                          "gain": j["score"] - b["score"], "baseline_cost": b["cost_per_case"],
-                         "jit_cost": j["cost_per_case"], "n_baseline": b["n"], "n_jit": j["n"]})
+                         "jit_cost": j["cost_per_case"], "n_baseline": b["n"], "n_jit": j["n"],
+                         "baseline_score_lo": b["score_lo"], "baseline_score_hi": b["score_hi"],
+                         "jit_score_lo": j["score_lo"], "jit_score_hi": j["score_hi"]})
     return pd.DataFrame(rows, columns=["suite", "backbone", "jit", "baseline", "baseline_score", "jit_score",
-                                       "gain", "baseline_cost", "jit_cost", "n_baseline", "n_jit"])
+                                       "gain", "baseline_cost", "jit_cost", "n_baseline", "n_jit",
+                                       "baseline_score_lo", "baseline_score_hi", "jit_score_lo", "jit_score_hi"])
 
 
 def seed_bank_table(df, with_anatomy: bool = True):
@@ -251,9 +279,9 @@ def _stream_label(row) -> str:
 
 
 def fig_stream(df, window: int = 5, title: str | None = None):
-    """Paper Figure 6: three panels over the task stream — cumulative accuracy, per-task cost and
-    per-task tool calls (rolling mean line ± rolling std band). One line (and colour) per run;
-    static dashed, streaming solid (fixed runs dotted)."""
+    """Paper Figure 6: three panels over the task stream — cumulative accuracy (band: its Wilson 95% interval
+    over the tasks so far), per-task cost and per-task tool calls (rolling mean line ± rolling std band). One line
+    (and colour) per run; static dashed, streaming solid (fixed runs dotted)."""
     hv = _hv()
     curves = stream_curves(df, window)
     if curves.empty:
@@ -266,7 +294,11 @@ def fig_stream(df, window: int = 5, title: str | None = None):
         label = labels[run]
         color, mode = colors[label], first["mode"]
         x = g["stream_index"].to_numpy()
-        acc.append(_style(hv.Curve((x, g["cum_accuracy"]), "task", "cumulative accuracy", label=label),
+        y = g["cum_accuracy"].to_numpy()
+        band = hv.Spread((x, y, y - g["cum_accuracy_lo"].to_numpy(), g["cum_accuracy_hi"].to_numpy() - y), "task",
+                         ["cumulative accuracy", "neg", "pos"], label=label)   # Wilson 95% over the tasks so far
+        acc.append(_style(band, color=color, alpha=0.12, fill=True))
+        acc.append(_style(hv.Curve((x, y), "task", "cumulative accuracy", label=label),
                           color=color, dash=mode, width=2))
         for bucket, col, ylabel in ((cost, "cost", "cost per task ($)"), (calls, "tool_calls", "tool calls per task")):
             band = hv.Spread((x, g[f"{col}_mean"], g[f"{col}_std"]), "task", [ylabel, "std"], label=label)
@@ -274,7 +306,8 @@ def fig_stream(df, window: int = 5, title: str | None = None):
             bucket.append(_style(hv.Curve((x, g[f"{col}_mean"]), "task", ylabel, label=label),
                                  color=color, dash=mode, width=2))
     head = f"{title}: " if title else ""
-    layout = (_panel_opts(hv.Overlay(acc), f"{head}cumulative accuracy", "task in stream", "cumulative accuracy")
+    layout = (_panel_opts(hv.Overlay(acc), f"{head}cumulative accuracy", "task in stream",
+                          "cumulative accuracy (band: Wilson 95%)")
               + _panel_opts(hv.Overlay(cost), f"{head}cost per task", "task in stream",
                             f"$ per task ({window}-task mean ± std)", legend=False)
               + _panel_opts(hv.Overlay(calls), f"{head}tool calls per task", "task in stream",
@@ -294,8 +327,8 @@ def _staircase(front, xmax: float):
 
 
 def fig_pareto(df, title: str | None = None):
-    """Paper Figure 4: every harness × backbone pairing as (cost per case, score); the global Pareto
-    frontier as a step line; the region it dominates shaded."""
+    """Paper Figure 4: every harness × backbone pairing as (cost per case, score) with the score's Wilson 95%
+    interval as an error bar; the global Pareto frontier as a step line; the region it dominates shaded."""
     hv = _hv()
     p = pairings(df)
     if p.empty:
@@ -316,6 +349,11 @@ def fig_pareto(df, title: str | None = None):
         pts = hv.Scatter(g, "cost_per_case", ["score", "method", "backbone", "n", "tokens_per_case"],  # hover shows all
                          label=f"{method} · {backbone}")
         m = markers[backbone]
+        score = g["score"].to_numpy()
+        bars = hv.ErrorBars((g["cost_per_case"], score, score - g["score_lo"].to_numpy(),
+                             g["score_hi"].to_numpy() - score), "cost_per_case", ["score", "neg", "pos"])
+        dots.append(bars.opts(backend="bokeh", line_color=colors[method], line_alpha=0.6)
+                    .opts(backend="matplotlib", color=colors[method], alpha=0.6))   # Wilson 95% of the score
         dots.append(pts.opts(backend="bokeh", color=colors[method], marker=bk_markers[m], size=11)
                     .opts(backend="matplotlib", color=colors[method], marker=m, s=70))
     labels = hv.Labels((p["cost_per_case"], p["score"], p["method"]), ["cost_per_case", "score"], "method") \
@@ -323,16 +361,17 @@ def fig_pareto(df, title: str | None = None):
         .opts(backend="matplotlib", size=7, yoffset=0.03, color="#444444")
     overlay = hv.Overlay([shade, step, *dots, labels])
     overlay = _panel_opts(overlay, f"{title + ': ' if title else ''}cost vs score ({len(p)} pairings, "
-                          f"{len(front)} on the Pareto frontier)", "cost per case ($)", "score (success rate)")
-    ytop = max(0.1, float(p["score"].max()) * 1.15)   # room above the best point for its label
+                          f"{len(front)} on the Pareto frontier)", "cost per case ($)",
+                          "score (success rate, Wilson 95%)")
+    ytop = min(1.05, max(0.1, float(p["score_hi"].max()) * 1.05))   # room for the highest interval
     return overlay.opts(backend="bokeh", width=900, height=460, legend_position="right", xformatter="%.1e") \
                   .opts(backend="matplotlib", fig_size=180, aspect=1.4, legend_position="right") \
                   .redim.range(cost_per_case=(0, xmax), score=(0, ytop))
 
 
 def fig_jit_gain(df, baseline: str = "react", title: str | None = None):
-    """Paper Figure 5: per backbone, the baseline (ReAct) score next to each JIT mode's score; the gain
-    in points is written into each backbone's axis label."""
+    """Paper Figure 5: per backbone, the baseline (ReAct) score next to each JIT mode's score, each with its
+    Wilson 95% interval as an error bar; the gain in points is in the title."""
     hv = _hv()
     gains = jit_gain(df, baseline)
     if gains.empty:
@@ -341,15 +380,27 @@ def fig_jit_gain(df, baseline: str = "react", title: str | None = None):
     order = [baseline] + sorted(gains["jit"].unique())
     for backbone, g in gains.groupby("backbone", sort=False):
         tag = ", ".join(f"{r.jit[4:]} {r.gain * 100:+.1f} pts" for r in g.itertuples())
-        label = f"{backbone}\n({tag})"
-        rows.append((label, baseline, float(g["baseline_score"].iloc[0])))
-        rows.extend((label, r.jit, float(r.jit_score)) for r in g.itertuples())
-    rows.sort(key=lambda r: (r[0], order.index(r[1])))
-    bars = hv.Bars(rows, ["backbone", "method"], "score").redim.values(method=order)
-    bars = _panel_opts(bars, f"{title + ': ' if title else ''}JIT vs {baseline} per backbone", "backbone",
-                       "score (success rate)", legend=True)
-    return bars.opts(backend="bokeh", width=560, height=380, ylim=(0, 1.05), multi_level=True) \
-               .opts(backend="matplotlib", ylim=(0, 1.05), fig_size=160, color=hv.Cycle(_PALETTE))
+        first = g.iloc[0]
+        rows.append((backbone, tag, baseline, first["baseline_score"], first["baseline_score_lo"],
+                     first["baseline_score_hi"]))
+        rows.extend((backbone, tag, r.jit, r.jit_score, r.jit_score_lo, r.jit_score_hi) for r in g.itertuples())
+    rows.sort(key=lambda r: (r[0], order.index(r[2])))
+    # one categorical axis "backbone · method" (error bars do not overlay a two-level axis); the gain in the title
+    keys = [f"{b} · {m}" for b, _, m, *_ in rows]
+    score = [float(r[3]) for r in rows]
+    bars = hv.Bars((keys, score, [r[2] for r in rows]), "bar", ["score", "method"])
+    errors = hv.ErrorBars((keys, score, [s - r[4] for s, r in zip(score, rows)],
+                           [r[5] - s for s, r in zip(score, rows)]), "bar", ["score", "neg", "pos"])
+    colors = _colors(order)
+    color = hv.dim("method").categorize(colors)
+    bars = bars.opts(backend="bokeh", color=color).opts(backend="matplotlib", color=color)
+    gain = "; ".join(dict.fromkeys(f"{r[0]}: {r[1]}" for r in rows))
+    overlay = _panel_opts(hv.Overlay([bars, errors.opts(backend="bokeh", line_color="black")
+                                      .opts(backend="matplotlib", color="black")]),
+                          f"{title + ': ' if title else ''}JIT vs {baseline} ({gain})", "backbone · method",
+                          "score (success rate, Wilson 95%)", legend=False)
+    return overlay.opts(backend="bokeh", width=max(560, 150 * len(rows)), height=380) \
+                  .opts(backend="matplotlib", fig_size=160).redim.range(score=(0, 1.05))
 
 
 def save(fig, stem: str | Path, formats=("png", "pdf", "html"), resources: str = "cdn") -> list[Path]:
@@ -416,10 +467,11 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
         if not jit.empty:
             stem = f"fig6_stream_{_slug(suite)}"
             files = save(fig_stream(jit, window, title=suite), out / stem, formats, resources)
-            fa = final_accuracy(jit)[["backbone", "mode", "n_tasks", "final_accuracy", "cost_per_task",
-                                      "tool_calls_per_task"]]
+            fa = final_accuracy(jit)[["backbone", "mode", "n_tasks", "final_accuracy", "final_accuracy_lo",
+                                      "final_accuracy_hi", "cost_per_task", "tool_calls_per_task"]]
             add(stem, files, f"Figure 6 ({suite}): static vs streaming over the task stream",
-                "Cumulative accuracy (static dashed, streaming solid); per-task cost and tool calls as a "
+                "Cumulative accuracy (static dashed, streaming solid) with its Wilson 95% band; per-task cost "
+                "and tool calls as a "
                 f"{window}-task rolling mean with ± rolling std band.", jit, markdown_table(fa),
                 final_accuracy=[{"suite": suite, **r} for r in fa.to_dict("records")])
         stem = f"fig4_pareto_{_slug(suite)}"
@@ -429,16 +481,20 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
         files = save(fig_pareto(sub, title=suite), out / stem, formats, resources)
         add(stem, files, f"Figure 4 ({suite}): cost vs score of harness × backbone pairings",
             "Each point is a pairing (mean cost per case, success rate); black step line = global Pareto "
-            "frontier, grey = dominated region.", sub,
-            markdown_table(p[["method", "backbone", "n", "score", "cost_per_case", "tool_calls_per_case", "on_frontier"]]))
+            "frontier, grey = dominated region; error bars: the success rate's Wilson 95% interval.", sub,
+            markdown_table(p[["method", "backbone", "n", "score", "score_lo", "score_hi", "cost_per_case",
+                              "tokens_per_case", "tokens_per_case_lo", "tokens_per_case_hi", "tool_calls_per_case",
+                              "on_frontier"]]))
         gains = jit_gain(sub, baseline)
         if not gains.empty:
             stem = f"fig5_jit_gain_{_slug(suite)}"
             files = save(fig_jit_gain(sub, baseline, title=suite), out / stem, formats, resources)
             add(stem, files, f"Figure 5 ({suite}): JIT vs {baseline} per backbone",
-                "Success rate of the baseline and each JIT mode per backbone; the gain is in the axis label.",
+                "Success rate of the baseline and each JIT mode per backbone with Wilson 95% error bars; the gain "
+                "is in the title (its paired test: `jitlab compare`).",
                 sub[sub["method"].isin([baseline, *gains["jit"]])],
-                markdown_table(gains[["backbone", "jit", "baseline_score", "jit_score", "gain"]]))
+                markdown_table(gains[["backbone", "jit", "baseline_score", "baseline_score_lo", "baseline_score_hi",
+                                      "jit_score", "jit_score_lo", "jit_score_hi", "gain"]]))
     table = seed_bank_table(df)
     if not table.empty:
         files = write_table(table, out / "table_seed_bank")
