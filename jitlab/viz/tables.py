@@ -27,7 +27,11 @@ def mean_cell(mean: float, lo: float, hi: float, fmt: str | None = None) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
     fmt = fmt or (",.0f" if abs(mean) >= 100 else ".2f")
-    return f"{mean:{fmt}} ({lo:{fmt}} to {hi:{fmt}})"
+
+    def num(x):   # a value that rounds to zero is written as zero, never "-0"
+        text = format(x, fmt)
+        return format(0.0, fmt) if float(text.replace(",", "")) == 0 else text
+    return f"{num(mean)} ({num(lo)} to {num(hi)})"
 
 
 def markdown_table(df, floatfmt: str = ".3g", empty: str | None = None) -> str:
