@@ -153,6 +153,7 @@ def run_transfer(cfg: TransferConfig) -> dict:
             d = delta(base, patched)
             cells.append({"learned_on": a, "applied_to": b, "delta": d["delta"], "base_success": d["base"],
                           "patched_success": d["patched"], "n": len(d["pairs"]), "pairs": d["pairs"],
+                          **_paired(base, patched, d["pairs"]),
                           "unpaired": d["unpaired"], "seed": cfg.seed,
                           "base_tokens_per_task": base["tokens_per_task"],
                           "patched_tokens_per_task": patched["tokens_per_task"],
@@ -167,6 +168,19 @@ def run_transfer(cfg: TransferConfig) -> dict:
     (out / "transfer.json").write_text(json.dumps(result, indent=2, sort_keys=True, default=str))
     _write_tables(cells, out)
     return result
+
+
+def _paired(base: dict, patched: dict, pairs) -> dict:
+    """Wins and losses of the overlay over the paired tasks, their exact McNemar p and both Wilson 95% intervals."""
+    from jitlab.stats import mcnemar_exact, wilson
+    keys = [tuple(p) for p in pairs]
+    sb = [bool(base["episodes"][k]) for k in keys]
+    sp = [bool(patched["episodes"][k]) for k in keys]
+    wins = sum(p and not b for b, p in zip(sb, sp))
+    losses = sum(b and not p for b, p in zip(sb, sp))
+    return {"wins": wins, "losses": losses, "mcnemar_p": mcnemar_exact(losses, wins),
+            "base_success_wilson": list(wilson(sum(sb), len(keys))),
+            "patched_success_wilson": list(wilson(sum(sp), len(keys)))}
 
 
 def _write_tables(cells: list[dict], out: Path) -> None:

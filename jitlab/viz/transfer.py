@@ -27,9 +27,15 @@ def transfer_matrix(frame, value: str = "delta"):
 
 
 def transfer_table(frame) -> str:
-    """A Markdown table, one line per cell (Δ, base -> patched success, n, tokens and cost per task)."""
-    cols = ["learned_on", "applied_to", "delta", "base_success", "patched_success", "n", "base_tokens_per_task",
+    """A Markdown table, one line per cell (Δ, base -> patched success with Wilson 95% intervals, wins/losses and
+    the exact McNemar p where recorded, n, tokens and cost per task)."""
+    cols = ["learned_on", "applied_to", "delta", "base_success", "patched_success", "base_success_wilson",
+            "patched_success_wilson", "wins", "losses", "mcnemar_p", "n", "base_tokens_per_task",
             "patched_tokens_per_task", "base_cost_per_task", "patched_cost_per_task"]
+    frame = frame.copy()
+    for col in ("base_success_wilson", "patched_success_wilson"):
+        if col in frame.columns:   # [lo, hi] -> "lo–hi"
+            frame[col] = [f"{v[0]:.2f}–{v[1]:.2f}" if isinstance(v, (list, tuple)) else v for v in frame[col]]
     table = frame[[c for c in cols if c in frame.columns]]
     return markdown_table(table.astype(object).where(table.notna(), None), empty="n/a")
 

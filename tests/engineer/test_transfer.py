@@ -13,6 +13,7 @@ from sandbox_helpers import requires_bwrap  # noqa: E402
 from jitlab.cli import main  # noqa: E402
 from jitlab.engineer.transfer import TransferConfig, run_transfer, slug  # noqa: E402
 from jitlab.errors import ConfigError, UnknownName  # noqa: E402
+from jitlab.stats import mcnemar_exact  # noqa: E402
 from jitlab.store import load  # noqa: E402
 from jitlab.viz.transfer import fig_transfer_matrix, transfer_matrix, transfer_table  # noqa: E402
 
@@ -47,6 +48,10 @@ def test_matrix_shape_paired_deltas_and_resume(tmp_path, capsys):
         assert keys == {(t, 2) for t in result["test_task_ids"]} and cell["n"] == 3
         # Δ recomputed from the records, not trusted from the code under test
         assert cell["delta"] == pytest.approx(patched["success"].mean() - base["success"].mean())
+        both = base.set_index("task_id")["success"].to_frame("b").join(patched.set_index("task_id")["success"])
+        assert (cell["wins"], cell["losses"]) == (int(((both["success"] == 1) & (both["b"] == 0)).sum()),
+                                                  int(((both["success"] == 0) & (both["b"] == 1)).sum()))
+        assert cell["mcnemar_p"] == mcnemar_exact(cell["losses"], cell["wins"])
     learned = json.loads((out / "transfer.json").read_text())["learned"]
     assert learned[A]["evidence"]["backbones"] == [A]  # learned from A's own dev trajectories
     # episodes run concurrently, so rows come in start order
