@@ -11,7 +11,8 @@ For each base harness H (``--harness``, comma-separated) and engineer E (``--eng
 engineer loop (jitlab.engineer.loop.run_engineer: one round, ``batch`` dev tasks, K candidates, re-measured on the
 disjoint next batch and on the first ``test`` test tasks) runs into ``<out>/<H>/<E>/``. Then ``<out>/table.csv``
 and ``table.md`` (``table.json``: the same rows and the config): per harness one ``base`` row (the base harness's
-runs of its first engineer's loop) and one row per engineer: success, Δ and tokens per task on the batch, the
+runs of its first engineer's loop) and one row per engineer: success (and its Wilson 95% interval), Δ (and the exact
+McNemar p of kept vs base on the same tasks) and tokens per task on the batch, the
 disjoint batch and the test tasks, from the kept patch's runs, or the base's when no patch was kept (``kept``
 False, Δ 0), and the kept patch's sha (16 hex).
 Success and tokens are read back from the run directories each loop's ``summary.json`` lists under ``runs``
@@ -37,7 +38,8 @@ __all__ = ["COLUMNS", "LABELS", "TableConfig", "run_table", "table_rows"]
 
 LABELS = ("batch", "disjoint", "test")
 COLUMNS = ["harness", "engineer", "kept", *(f"success_{x}" for x in LABELS), *(f"delta_{x}" for x in LABELS),
-           *(f"tokens_{x}" for x in LABELS), "kept_sha"]
+           *(f"tokens_{x}" for x in LABELS), "kept_sha", *(f"success_{x}_wilson" for x in LABELS),
+           *(f"mcnemar_p_{x}" for x in LABELS)]
 
 
 @dataclass
@@ -76,13 +78,27 @@ def _names(text: str, what: str) -> list[str]:
 
 
 def _side(summary: dict, label: str, side: str) -> dict:
-    """Success and tokens per task of one run a loop measured (None when the loop did not measure ``label``)."""
+    """Success (with its Wilson 95% interval, ``lo–hi``) and tokens per task of one run a loop measured (None when
+    the loop did not measure ``label``)."""
     from jitlab.store import summarize
     run_dir = summary.get("runs", {}).get(label, {}).get(side)
     if run_dir is None:
-        return {f"success_{label}": None, f"tokens_{label}": None}
+        return {f"success_{label}": None, f"tokens_{label}": None, f"success_{label}_wilson": None}
     s = summarize(run_dir, write=False)
-    return {f"success_{label}": s["success_rate"], f"tokens_{label}": s["tokens_per_task"]}
+    lo, hi = s["success_rate_wilson"]
+    return {f"success_{label}": s["success_rate"], f"tokens_{label}": s["tokens_per_task"],
+            f"success_{label}_wilson": f"{lo:.2f}–{hi:.2f}"}
+
+
+def _mcnemar(summary: dict, label: str) -> float | None:
+    """The exact McNemar p of the kept harness against the base on ``label``'s tasks (jitlab.compare)."""
+    runs = summary.get("runs", {}).get(label, {})
+    if not runs.get("base") or not runs.get("kept"):
+        return None
+    if Path(runs["base"]).resolve() == Path(runs["kept"]).resolve():
+        return 1.0   # nothing kept: the base against itself
+    from jitlab.compare import compare_runs
+    return float(compare_runs([runs["base"], runs["kept"]])[0]["mcnemar_p"].iloc[0])
 
 
 def table_rows(harness: str, summaries: dict[str, dict]) -> list[dict]:
@@ -96,6 +112,7 @@ def table_rows(harness: str, summaries: dict[str, dict]) -> list[dict]:
         for x in LABELS:
             row |= _side(s, x, "kept")
             row[f"delta_{x}"] = s["delta_batch"] if x == "batch" else (s.get(f"delta_{x}") or {}).get("delta")
+            row[f"mcnemar_p_{x}"] = _mcnemar(s, x)
         rows.append(row)
     return rows
 

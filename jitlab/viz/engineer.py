@@ -1,7 +1,7 @@
 """Tables for the harness engineer (notebook 07): an engineer loop's candidates, Δ per engineer, training curves.
 
     from jitlab.viz import engineer as E
-    E.candidates("runs/eng")                        # one row per proposed patch: validity, Δ, success, tokens
+    E.candidates("runs/eng")                        # one row per proposed patch: validity, Δ, McNemar p, tokens
     E.engineer_deltas({"untrained": "runs/eng-0", "trained": "runs/eng-1"})   # Δ per engineer, side by side
     E.training_curves("runs/train/eng-sft")         # TensorBoard scalars TRL wrote, long format
     E.episode_of(X.open_run(run_dir), "toy-dev-0")  # the final episode id of a task, for X.trajectory
@@ -16,8 +16,25 @@ from pathlib import Path
 __all__ = ["candidates", "check_spend", "engineer_deltas", "episode_of", "training_curves"]
 
 
+def _paired(loop: Path, c: dict) -> dict:
+    """Wins, losses and the exact McNemar p of a measured candidate against its round's base run (jitlab.compare);
+    None where the candidate was not run or its runs are not here (the run_dir is looked up below ``loop``)."""
+    none = {"wins": None, "losses": None, "mcnemar_p": None}
+    if not c.get("run_dir"):
+        return none
+    here = loop / f"round{c['round']}"
+    patched, base = here / Path(c["run_dir"]).name, here / "base"
+    from jitlab.store import DB_NAME, EXPORT_MARKER
+    if not all((d / DB_NAME).is_file() or (d / EXPORT_MARKER).is_file() for d in (patched, base)):
+        return none
+    from jitlab.compare import compare_runs
+    row = compare_runs([base, patched])[0].iloc[0]
+    return {"wins": int(row["wins"]), "losses": int(row["losses"]), "mcnemar_p": float(row["mcnemar_p"])}
+
+
 def candidates(loop: str | Path):
-    """One row per candidate of an engineer loop (``candidates.jsonl``), in proposal order."""
+    """One row per candidate of an engineer loop (``candidates.jsonl``), in proposal order; a measured candidate's
+    wins, losses and exact McNemar p against the round's base run on the same tasks and seed."""
     import pandas as pd
     rows = []
     for line in (Path(loop) / "candidates.jsonl").read_text().splitlines():
@@ -28,7 +45,8 @@ def candidates(loop: str | Path):
         rows.append({"round": c["round"], "index": c["index"], "engineer": c["engineer"], "name": c["name"],
                      "sha": c["sha"][:12], "valid": bool(v["ok"]), "diagnostic": (v.get("diagnostic") or {}).get("kind"),
                      "delta": c.get("delta"), "base_success": c.get("base"), "patched_success": c.get("patched"),
-                     "tokens_per_task": c.get("tokens_per_task"), "patch": c["patch"], "run_dir": c.get("run_dir")})
+                     "tokens_per_task": c.get("tokens_per_task"), "patch": c["patch"], "run_dir": c.get("run_dir"),
+                     **_paired(Path(loop), c)})
     return pd.DataFrame(rows)
 
 
