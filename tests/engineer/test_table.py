@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "sandbox"))
 from sandbox_helpers import requires_bwrap  # noqa: E402
 
 from jitlab.cli import main  # noqa: E402
+from jitlab.compare import compare_runs  # noqa: E402
 from jitlab.engineer.loop import EngineerConfig, run_batch  # noqa: E402
 from jitlab.engineer.packets import build_packet  # noqa: E402
 from jitlab.engineer.patches import check_patch  # noqa: E402
@@ -21,6 +22,7 @@ from jitlab.engineer.table import TableConfig, run_table  # noqa: E402
 from jitlab.envs.toy import ToySuite  # noqa: E402
 from jitlab.errors import ConfigError  # noqa: E402
 from jitlab.modules.hooks import InterventionHooks  # noqa: E402
+from jitlab.stats import wilson  # noqa: E402
 from jitlab.store import load  # noqa: E402
 
 HOOK_FIELDS = {f.name for f in fields(InterventionHooks)}
@@ -94,6 +96,11 @@ def test_table_rows_are_the_runs_records_and_a_rerun_resumes(tmp_path):
         for label in ("batch", "disjoint", "test"):  # Δ against the loop's own base runs, same tasks and seed
             base_success = _record(d / ("round0" if label == "batch" else label) / "base")[0]
             assert row[f"delta_{label}"] == pytest.approx(_record(runs[label])[0] - base_success)
+            lo, hi = wilson(round(row[f"success_{label}"] * 2), 2)
+            assert row[f"success_{label}_wilson"] == f"{lo:.2f}–{hi:.2f}"
+            base_dir = d / ("round0" if label == "batch" else label) / "base"
+            paired = compare_runs([base_dir, runs[label]])[0].iloc[0]["mcnemar_p"] if kept else 1.0
+            assert row[f"mcnemar_p_{label}"] == pytest.approx(paired)
     assert kept_any and rows["rules"]["delta_batch"] > 0
 
     counts = {p: len(load(p.parent)["episodes"]) for p in out.rglob("run.sqlite")}
