@@ -91,3 +91,15 @@ def test_jitlab_compare_prints_the_paired_table_of_two_committed_exports(tmp_pat
     written = pd.read_csv(tmp_path / "cmp" / "compare.csv")
     assert written.loc[0, "mcnemar_p"] == 1.0 and written.loc[0, "wins"] == 1
     assert "## Harness cards" in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def test_compare_figure_holds_the_paired_intervals():
+    from jitlab.viz.compare import fig_compare
+    table, _, _ = compare_runs([REACT, AORCH, TW / "textworld-jit-streaming"])
+    bars = [e for e in fig_compare(table).traverse(lambda x: x) if type(e).__name__ == "ErrorBars"]
+    assert len(bars) == 2                                   # Δ reward and Δ tokens, one point per pair
+    for b, col in zip(bars, ("delta_reward", "delta_tokens")):
+        y = b.dimension_values(1)
+        assert list(y) == pytest.approx(list(table[col]))
+        assert list(y - b.dimension_values("neg")) == pytest.approx(list(table[f"{col}_lo"]))
+        assert list(y + b.dimension_values("pos")) == pytest.approx(list(table[f"{col}_hi"]))

@@ -36,7 +36,8 @@ def cmd_run(args) -> int:
 
 
 def _print_summary(s: dict, out) -> None:
-    print(f"\n{out}: {s['n_episodes']} episodes  success_rate={s['success_rate']:.2f}  "
+    lo, hi = s["success_rate_wilson"]
+    print(f"\n{out}: {s['n_episodes']} episodes  success_rate={s['success_rate']:.2f} (Wilson 95% {lo:.2f}–{hi:.2f})  "
           f"mean_reward={s['mean_reward']:.2f}  tokens/task={s['tokens_per_task']:.0f}  "
           f"cost/task=${s['cost_per_task']:.6f}  tool_calls/task={s['tool_calls_per_task']:.1f}  "
           f"wall_s/task={s['wall_s_per_task']:.1f}")

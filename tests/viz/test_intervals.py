@@ -84,3 +84,13 @@ def test_card_of_an_old_export_is_computed_and_a_new_export_writes_one(tmp_path)
     assert written["task_list_hash"] == read_card(tmp_path / "r")["task_list_hash"]
     summary = json.loads((out / "summary.json").read_text())
     assert "success_rate_wilson" in summary and "tokens_per_task_ci" in summary
+
+
+def test_jitlab_figures_prints_the_cards_of_the_runs_it_draws(tmp_path, capsys):
+    from jitlab.cli import main
+    assert main(["figures", "--runs", str(TW / "textworld-react"), str(TW / "textworld-aorchestra"),
+                 "--out", str(tmp_path / "figs")]) == 0
+    out = capsys.readouterr().out
+    assert "harness cards of the runs drawn:" in out
+    assert "harness react (sha 3a3493485099)" in out and "harness aorchestra (sha 38842e4f3095)" in out
+    assert out.count("budgets: max_steps each task's own, max_tokens 60000, max_wall_s 3600.0") == 2
