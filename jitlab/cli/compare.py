@@ -33,7 +33,7 @@ def cmd_compare(args) -> int:
 def add_compare_commands(sub) -> None:
     """Register ``compare`` on the ``jitlab`` subparsers object."""
     p = sub.add_parser("compare", help="paired comparison of runs on the same tasks: wins/losses, McNemar p, "
-                                       "Δ reward and Δ tokens with 95% intervals, flipped tasks")
+                                       "Δ reward and Δ tokens with 95%% intervals, flipped tasks")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories or exports; each after the first is "
                    "compared with the first")
     p.add_argument("--out", help="folder for compare.md/.csv, flips.csv and the figure (compare.png/.html)")

@@ -570,17 +570,17 @@ def write_readme(out: str | Path, index: dict | None = None) -> Path:
     if finals:
         lines += ["## Closing note: the numbers behind Figure 6", "",
                   "Final cumulative accuracy over the task stream, static vs streaming, per suite and backbone "
-                  "(n = tasks in the stream; in brackets its Wilson 95% interval):", "",
-                  "| suite | backbone | static | streaming | n (static / streaming) |", "|---|---|---|---|---|"]
+                  "(n = tasks in the stream), with its Wilson 95% interval:", "",
+                  "| suite | backbone | static | streaming | n (static / streaming) | static, Wilson 95% | "
+                  "streaming, Wilson 95% |", "|---|---|---|---|---|---|---|"]
         keys = sorted({(r["suite"], r["backbone"]) for r in finals}, key=str)
         for suite, backbone in keys:
             cell = {r["mode"]: r for r in finals if (r["suite"], r["backbone"]) == (suite, backbone)}
-            acc = [f"{cell[m]['final_accuracy']:.3f}" + (f" ({cell[m]['final_accuracy_lo']:.2f}–"
-                                                          f"{cell[m]['final_accuracy_hi']:.2f})"
-                                                          if "final_accuracy_lo" in cell[m] else "")
-                   if m in cell else "–" for m in JIT_MODES]
+            acc = [f"{cell[m]['final_accuracy']:.3f}" if m in cell else "–" for m in JIT_MODES]
+            ci = [f"{cell[m]['final_accuracy_lo']:.2f}–{cell[m]['final_accuracy_hi']:.2f}"
+                  if "final_accuracy_lo" in cell.get(m, {}) else "–" for m in JIT_MODES]
             ns = " / ".join(str(cell[m]["n_tasks"]) if m in cell else "–" for m in JIT_MODES)
-            lines.append(f"| {suite} | {backbone} | {acc[0]} | {acc[1]} | {ns} |")
+            lines.append(f"| {suite} | {backbone} | {acc[0]} | {acc[1]} | {ns} | {ci[0]} | {ci[1]} |")
         lines.append("")
     path = out / "README.md"
     tmp = out / "README.md.tmp"
