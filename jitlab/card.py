@@ -73,12 +73,13 @@ def compute_card(frames: dict) -> dict:
     harness = str(config.get("harness"))
     about = _jit_harnesses(extras) if jit else _fixed_harness(harness, shas)
     calls = frames["calls"]
-    n_calls = calls["n_calls"] if "n_calls" in calls else calls["cached"].notna().astype(int)  # an export aggregates
+    n_calls = calls["n_calls"] if "n_calls" in calls else calls["cached"].map(lambda _: 1)  # an export aggregates
     total = int(n_calls.sum())
     options = config.get("backbone_options") or {}
     temperature = float(options.get("temperature", 0.0) or 0.0)
     card = {
-        "harness": harness, "harness_sha": shas[0] if len(shas) == 1 else f"{len(shas)} distinct (one per task choice)",
+        "harness": harness,
+        "harness_sha": (shas[0] if len(shas) == 1 else f"{len(shas)} distinct (one per task choice)") if shas else None,
         **about,
         "backbone": config.get("backbone"),
         "decoding": {"temperature": temperature, "greedy": temperature == 0.0,
@@ -110,7 +111,7 @@ def format_card(card: dict, title: str | None = None) -> str:
     """The card as a few indented lines (what ``jitlab figures`` and ``jitlab compare`` print)."""
     def show(value):
         return "not recorded" if value is None else value
-    sha = card["harness_sha"]
+    sha = card["harness_sha"] or "none: no finished episode"
     modules = card.get("modules")
     mods = "; ".join(f"{k}: {v}" for k, v in modules.items()) if isinstance(modules, dict) else show(modules)
     b = card["budgets"]

@@ -49,9 +49,11 @@ def jitlab_commit() -> str | None:
 
     def git(*args):
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20)
+    if not (root / ".git").exists():   # an installed package, not a checkout
+        return None
     try:
         head = git("rev-parse", "HEAD")
-        if head.returncode != 0 or not (root / ".git").exists():
+        if head.returncode != 0:
             return None
         dirty = git("status", "--porcelain", "--untracked-files=no", "--", "jitlab").stdout.strip()
     except (OSError, subprocess.SubprocessError):
