@@ -208,17 +208,18 @@ def jit_gain(df, baseline: str = "react"):
 
 def seed_bank_table(df, with_anatomy: bool = True):
     """Results of fixed-harness runs as a table: one row per (harness, backbone), per suite its success
-    rate, cost and tool calls per case. With ``with_anatomy`` and jitlab.viz.anatomy available, the
+    rate with its Wilson 95% interval (``score_lo``/``score_hi``), cost and tool calls per case. With ``with_anatomy`` and jitlab.viz.anatomy available, the
     harness's M/P/F/A labels are added for seed harnesses."""
     import pandas as pd
     fixed = df[df["mode"] == "fixed"]
     if fixed.empty:
         return pd.DataFrame()
     p = pairings(fixed).rename(columns={"method": "harness"})
-    wide = p.pivot_table(index=["harness", "backbone"], columns="suite",
-                         values=["score", "cost_per_case", "tool_calls_per_case"])
+    metrics = ["cost_per_case", "score", "score_lo", "score_hi", "tool_calls_per_case"]   # column order per suite
+    wide = p.pivot_table(index=["harness", "backbone"], columns="suite", values=metrics)
+    wide = wide[sorted(wide.columns, key=lambda c: (c[1], metrics.index(c[0])))]
     wide.columns = [f"{suite}:{metric}" for metric, suite in wide.columns]
-    wide = wide[sorted(wide.columns)].reset_index()
+    wide = wide.reset_index()
     if with_anatomy:
         try:
             from jitlab.viz.anatomy_table import summary_row
@@ -499,8 +500,8 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
     if not table.empty:
         files = write_table(table, out / "table_seed_bank")
         add("table_seed_bank", files, "Seed-bank table: fixed harnesses per suite",
-            "Success rate (score), cost and tool calls per case of each fixed harness run, per suite and "
-            "backbone" + (", with its M/P/F/A" if "M" in table.columns else "") + ".", df[df["mode"] == "fixed"])
+            "Success rate (score, with its Wilson 95% interval score_lo-score_hi), cost and tool calls per case of "
+            "each fixed harness run, per suite and backbone" + (", with its M/P/F/A" if "M" in table.columns else "") + ".", df[df["mode"] == "fixed"])
     entries += _case_study_entries(out, command)
     register(out, entries)
     return entries
