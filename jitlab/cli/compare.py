@@ -23,9 +23,9 @@ def cmd_compare(args) -> int:
     from jitlab.viz.compare import compare_markdown, write_comparison
     print(f"\npaired on {table['n_tasks'].iloc[0]} task/seed pairs (B vs A = {runs[0].label}; McNemar exact, "
           f"two-sided; Δ = B − A with {args.level:.0%} paired bootstrap intervals):\n")
-    print(compare_markdown(table))
+    print(compare_markdown(table, args.level))
     if args.out:
-        written = write_comparison(table, flips, runs, args.out, figure=not args.no_figure)
+        written = write_comparison(table, flips, runs, args.out, figure=not args.no_figure, level=args.level)
         print(f"\njitlab compare: {', '.join(p.name for p in written)} in {args.out}")
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jitlab.stats import LEVEL
 from jitlab.viz.tables import markdown_table, mean_cell
 
 __all__ = ["compare_markdown", "fig_compare", "pair_label", "write_comparison"]
@@ -20,16 +21,16 @@ def pair_label(row) -> str:
     return f"{row['b']} vs {row['a']}"
 
 
-def compare_markdown(table) -> str:
-    """The paired table as markdown: success counts, wins/losses/ties, McNemar p, Δ with 95% intervals, flips."""
+def compare_markdown(table, level: float = LEVEL) -> str:
+    """The paired table as markdown: success counts, wins/losses/ties, McNemar p, Δ with ``level`` intervals, flips."""
     import pandas as pd
     rows = [{"A": r["a"], "B": r["b"], "tasks": r["n_tasks"], "success A": f"{r['success_a']}/{r['n_tasks']}",
              "success B": f"{r['success_b']}/{r['n_tasks']}",
              "B wins / losses / ties": f"{r['wins']} / {r['losses']} / {r['ties']}",
              "McNemar exact p": f"{r['mcnemar_p']:.3g}",
-             "Δ reward (B−A, 95% paired bootstrap)": mean_cell(r["delta_reward"], r["delta_reward_lo"],
+             f"Δ reward (B−A, {level:.0%} paired bootstrap)": mean_cell(r["delta_reward"], r["delta_reward_lo"],
                                                                r["delta_reward_hi"], "+.3f"),
-             "Δ tokens/task (B−A, 95%)": mean_cell(r["delta_tokens"], r["delta_tokens_lo"], r["delta_tokens_hi"],
+             f"Δ tokens/task (B−A, {level:.0%})": mean_cell(r["delta_tokens"], r["delta_tokens_lo"], r["delta_tokens_hi"],
                                                    "+,.0f"),
              "flipped tasks (+ B won, − B lost)": r["flipped"] or "none"} for _, r in table.iterrows()]
     return markdown_table(pd.DataFrame(rows))
@@ -56,7 +57,7 @@ def fig_compare(table, title: str | None = None):
     return (panels[0] + panels[1]).cols(2)
 
 
-def write_comparison(table, flips, runs, out: str | Path, figure: bool = True) -> list[Path]:
+def write_comparison(table, flips, runs, out: str | Path, figure: bool = True, level: float = LEVEL) -> list[Path]:
     """Write ``compare.md`` (cards and the paired table), ``compare.csv``, ``flips.csv`` and, with ``figure``,
     ``compare.png``/``.html`` into ``out``; returns the paths."""
     from jitlab.card import format_card
@@ -65,7 +66,7 @@ def write_comparison(table, flips, runs, out: str | Path, figure: bool = True) -
     md = out / "compare.md"
     cards = "\n\n".join(f"```\n{format_card(r.card, r.label)}\n```" for r in runs)
     md.write_text(f"# Paired comparison\n\n## Harness cards\n\n{cards}\n\n## B vs A on the same tasks and seeds\n\n"
-                  f"{compare_markdown(table)}\n")
+                  f"{compare_markdown(table, level)}\n")
     table.to_csv(out / "compare.csv", index=False)
     flips.to_csv(out / "flips.csv", index=False)
     written = [md, out / "compare.csv", out / "flips.csv"]

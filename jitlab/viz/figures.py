@@ -208,8 +208,8 @@ def jit_gain(df, baseline: str = "react"):
 
 def seed_bank_table(df, with_anatomy: bool = True):
     """Results of fixed-harness runs as a table: one row per (harness, backbone), per suite its success
-    rate with its Wilson 95% interval (``score_lo``/``score_hi``), cost and tool calls per case. With ``with_anatomy`` and jitlab.viz.anatomy available, the
-    harness's M/P/F/A labels are added for seed harnesses."""
+    rate with its Wilson 95% interval (``score_lo``/``score_hi``), cost and tool calls per case. With
+    ``with_anatomy`` and jitlab.viz.anatomy available, the harness's M/P/F/A labels are added for seed harnesses."""
     import pandas as pd
     fixed = df[df["mode"] == "fixed"]
     if fixed.empty:
@@ -501,7 +501,8 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
         files = write_table(table, out / "table_seed_bank")
         add("table_seed_bank", files, "Seed-bank table: fixed harnesses per suite",
             "Success rate (score, with its Wilson 95% interval score_lo-score_hi), cost and tool calls per case of "
-            "each fixed harness run, per suite and backbone" + (", with its M/P/F/A" if "M" in table.columns else "") + ".", df[df["mode"] == "fixed"])
+            "each fixed harness run, per suite and backbone" + (", with its M/P/F/A" if "M" in table.columns else "")
+            + ".", df[df["mode"] == "fixed"])
     entries += _case_study_entries(out, command)
     register(out, entries)
     return entries
