@@ -78,8 +78,10 @@ def _print_intervals(summaries: dict) -> None:
     rows = []
     for run_dir, s in summaries.items():
         rows.append({"run": str(run_dir), RATE_HEADER: rate_cell(s["n_success"], s["n_episodes"]),
-                     "mean reward (bootstrap 95%)": mean_cell(s["mean_reward"], *(s["mean_reward_ci"] or [0, 0])),
-                     "tokens/task (bootstrap 95%)": mean_cell(s["tokens_per_task"], *(s["tokens_per_task_ci"] or [0, 0]))})
+                     "mean reward (bootstrap 95%)": mean_cell(s["mean_reward"], *s["mean_reward_ci"])
+                     if s["mean_reward_ci"] else "–",   # no finished episode: no interval
+                     "tokens/task (bootstrap 95%)": mean_cell(s["tokens_per_task"], *s["tokens_per_task_ci"])
+                     if s["tokens_per_task_ci"] else "–"})
     print(f"\n95% intervals ({s['interval_method']}):")
     print(pd.DataFrame(rows).to_string(index=False))
 

@@ -94,3 +94,13 @@ def test_jitlab_figures_prints_the_cards_of_the_runs_it_draws(tmp_path, capsys):
     assert "harness cards of the runs drawn:" in out
     assert "harness react (sha 3a3493485099)" in out and "harness aorchestra (sha 38842e4f3095)" in out
     assert out.count("budgets: max_steps each task's own, max_tokens 60000, max_wall_s 3600.0") == 2
+
+
+def test_jitlab_show_prints_the_intervals(capsys):
+    from jitlab.cli import main
+    assert main(["show", str(TW / "textworld-react"), str(TW / "textworld-aorchestra")]) == 0
+    out = capsys.readouterr().out.split("95% intervals")[1]
+    assert "success (k/n; Wilson 95%)" in out and "Wilson score interval" in out
+    assert "0.20 (2/10; 0.06–0.51)" in out and "0.30 (3/10; 0.11–0.60)" in out
+    s = summarize(TW / "textworld-react", write=False)
+    assert mean_cell(s["tokens_per_task"], *s["tokens_per_task_ci"]) in out
