@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jitlab.errors import ConfigError
-from jitlab.stats import LEVEL, mcnemar_exact, paired_bootstrap
+from jitlab.stats import LEVEL, discordant, mcnemar_exact, paired_bootstrap
 
 __all__ = ["BUDGETS", "COLUMNS", "RunRecord", "check_comparable", "compare_pair", "compare_runs", "read_run"]
 
@@ -89,8 +89,7 @@ def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL):
     keys = sorted(a.episodes.index)
     ea, eb = a.episodes.loc[keys], b.episodes.loc[keys]
     sa, sb = ea["success"].to_numpy(), eb["success"].to_numpy()
-    wins = int(((sb == 1) & (sa == 0)).sum())
-    losses = int(((sa == 1) & (sb == 0)).sum())
+    wins, losses = discordant(sa, sb)
     dr = paired_bootstrap(ea["reward"], eb["reward"], level)
     dt = paired_bootstrap(ea["tokens"], eb["tokens"], level)
     flipped = [i for i, (x, y) in enumerate(zip(sa, sb)) if x != y]

@@ -10,6 +10,7 @@ One definition of each, in pure Python (no numpy), so the store, the exports, th
 - :func:`paired_bootstrap` the same for the mean of per-task differences ``b - a`` of two runs on the same tasks.
 - :func:`mcnemar_exact` the exact (binomial) two-sided McNemar p-value of paired successes: only the discordant
   pairs count (tasks one run solved and the other did not).
+- :func:`discordant` the wins and losses of run B against run A over paired successes (what McNemar counts).
 - :func:`run_intervals` the three intervals every summary, table and figure shows for one run: success rate
   (Wilson), mean reward and tokens per task (bootstrap), under the key names of ``summary.json``.
 
@@ -22,8 +23,8 @@ import math
 import random
 from statistics import NormalDist
 
-__all__ = ["INTERVAL_METHOD", "LEVEL", "N_BOOT", "bootstrap_mean", "mcnemar_exact", "paired_bootstrap",
-           "run_intervals", "wilson"]
+__all__ = ["INTERVAL_METHOD", "LEVEL", "N_BOOT", "bootstrap_mean", "discordant", "mcnemar_exact",
+           "paired_bootstrap", "run_intervals", "wilson"]
 
 LEVEL = 0.95
 N_BOOT = 2000
@@ -86,6 +87,14 @@ def paired_bootstrap(a, b, level: float = LEVEL, n_boot: int = N_BOOT, seed: int
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
     return bootstrap_mean([float(y) - float(x) for x, y in zip(a, b)], level, n_boot, seed)
+
+
+def discordant(a, b) -> tuple[int, int]:
+    """``(wins, losses)`` of B against A over paired successes: pairs only B solved, pairs only A solved."""
+    a, b = [bool(x) for x in a], [bool(y) for y in b]
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
+    return sum(y and not x for x, y in zip(a, b)), sum(x and not y for x, y in zip(a, b))
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from jitlab.stats import bootstrap_mean, mcnemar_exact, paired_bootstrap, wilson
+from jitlab.stats import bootstrap_mean, discordant, mcnemar_exact, paired_bootstrap, run_intervals, wilson
 
 
 def test_wilson_matches_hand_computed_interval():
@@ -40,3 +40,15 @@ def test_paired_bootstrap_of_identical_runs_is_zero():
     assert d == 0.75 and lo <= d <= hi
     with pytest.raises(ValueError):
         paired_bootstrap([1], [1, 2])
+
+
+def test_discordant_counts_and_run_intervals():
+    assert discordant([1, 1, 0, 0, 0], [1, 0, 1, 1, 0]) == (2, 1)    # B won tasks 3 and 4, lost task 2
+    with pytest.raises(ValueError):
+        discordant([1], [1, 0])
+    got = run_intervals([1, 0, 0, 0], [1.0, 0.5, 0.0, 0.0], [10, 20, 30, 40])
+    assert got["n_success"] == 1 and got["success_rate_wilson"] == list(wilson(1, 4))
+    assert got["mean_reward_ci"] == list(bootstrap_mean([1.0, 0.5, 0.0, 0.0])[1:])
+    assert got["tokens_per_task_ci"][0] <= 25 <= got["tokens_per_task_ci"][1]
+    empty = run_intervals([], [], [])
+    assert empty["success_rate_wilson"] == [0.0, 1.0] and empty["mean_reward_ci"] is None

@@ -172,12 +172,11 @@ def run_transfer(cfg: TransferConfig) -> dict:
 
 def _paired(base: dict, patched: dict, pairs) -> dict:
     """Wins and losses of the overlay over the paired tasks, their exact McNemar p and both Wilson 95% intervals."""
-    from jitlab.stats import mcnemar_exact, wilson
+    from jitlab.stats import discordant, mcnemar_exact, wilson
     keys = [tuple(p) for p in pairs]
     sb = [bool(base["episodes"][k]) for k in keys]
     sp = [bool(patched["episodes"][k]) for k in keys]
-    wins = sum(p and not b for b, p in zip(sb, sp))
-    losses = sum(b and not p for b, p in zip(sb, sp))
+    wins, losses = discordant(sb, sp)
     return {"wins": wins, "losses": losses, "mcnemar_p": mcnemar_exact(losses, wins),
             "base_success_wilson": list(wilson(sum(sb), len(keys))),
             "patched_success_wilson": list(wilson(sum(sp), len(keys)))}
