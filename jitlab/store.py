@@ -260,12 +260,13 @@ class RunStore:
     def _check_config(self, config: dict) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='config'").fetchone()
         if row is None:
+            provenance = _provenance(config)  # outside the write transaction: it may run git
             with self._tx():
                 self.db.execute("INSERT INTO meta VALUES ('config', ?)", (json.dumps(config, sort_keys=True, default=str),))
                 self.db.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (fingerprint(config),))
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self.db.execute("INSERT INTO meta VALUES ('created', ?)", (str(time.time()),))
-                for key, value in _provenance(config).items():  # read by the harness card (jitlab/card.py)
+                for key, value in provenance.items():  # read by the harness card (jitlab/card.py)
                     self.db.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
             return
         old = json.loads(row[0])
