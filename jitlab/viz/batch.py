@@ -54,6 +54,7 @@ import itertools
 import json
 import os
 import signal
+import sqlite3
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -331,7 +332,7 @@ class _Spend:
         for db in sorted(self.out.rglob(DB_NAME)):
             try:
                 c, t = recorded_spend(db.parent)
-            except (JitlabError, OSError):   # a run database being created or moved aside: read it next time
+            except (JitlabError, OSError, sqlite3.Error):   # a database being created or moved aside: next time
                 continue
             cost, tokens = cost + c, tokens + t
         return cost, tokens
