@@ -207,3 +207,32 @@ def test_a_cache_locked_by_a_sibling_while_it_is_set_up_waits_and_stays_on(tmp_p
     holder.wait(timeout=60)
     assert cache.disabled is None and cache.skipped == 0 and not caught, [str(w.message) for w in caught]
     assert cache.get("k", kind="score") == [1.0] and ReplayCache(path).get("k", kind="score") == [1.0]
+
+
+def test_a_call_that_stays_locked_skips_the_cache_which_stays_on(tmp_path, monkeypatch):
+    """Past ``BUSY_WAIT_S`` a call goes without the cache, with one warning that names the lock (not space or
+    permissions); once the sibling lets go, the same cache object stores and replays again."""
+    import subprocess
+    import sys
+    import warnings
+
+    import jitlab.llm.cache as cache_module
+    monkeypatch.setattr(cache_module, "BUSY_WAIT_S", 0.3)
+    path = tmp_path / "replay.sqlite"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "db.execute('CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, kind TEXT, value TEXT)')\n"
+        "db.execute('BEGIN IMMEDIATE'); print('held', flush=True); sys.stdin.readline(); db.execute('COMMIT')"),
+        str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache = ReplayCache(path)
+        cache.put("k", [1.0], kind="score")
+    assert cache.disabled is None and cache.skipped == 2
+    assert len(caught) == 1 and "locked by another process" in str(caught[0].message)
+    assert "space" not in str(caught[0].message) and "permission" not in str(caught[0].message)
+    holder.communicate("\n", timeout=60)
+    cache.put("k", [1.0], kind="score")
+    assert cache.get("k", kind="score") == [1.0] and cache.skipped == 2
