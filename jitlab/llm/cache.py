@@ -12,10 +12,10 @@ sharing ``$JITLAB_HOME``) is neither: the cache waits for it, retrying with back
 ``BUSY_WAIT_S`` (SQLite's busy timeout does not cover every case: switching a fresh file to WAL while another
 connection sets it up fails at once); a call that still finds it locked skips the cache, with one warning,
 and the cache stays on (later calls then try once, under SQLite's own 30 s busy timeout, until one gets
-through). Any other cache failure (disk full, no permission, or the fresh cache failing too)
-turns the cache off for the rest of the process, with one warning; calls then simply go to the backbone.
-Caveat: only the pages a lookup touches are checked, so damage is found when it is read, not when the file
-is opened.
+through). Any other cache failure (disk full, no permission, or the fresh cache failing too) turns the
+cache off for the rest of the process, with one warning; calls then simply go to the backbone. Caveat:
+only the pages a lookup touches are checked, so damage is found when it is read, not when the file is
+opened.
 """
 from __future__ import annotations
 

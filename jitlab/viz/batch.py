@@ -308,8 +308,8 @@ def _kernel_env(cfg: BatchConfig, out: Path) -> dict:
 
 
 def _die_with_parent(parent: int) -> None:
-    """Pool worker initializer: the kernel SIGKILLs this worker when the batch process ``parent`` dies
-    (``PR_SET_PDEATHSIG``, Linux); a worker whose batch died before that took effect exits at once."""
+    """Pool worker initializer: Linux SIGKILLs this worker when the batch process ``parent`` dies
+    (``PR_SET_PDEATHSIG``); a worker whose batch died before that took effect exits at once."""
     import ctypes
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # 1 = PR_SET_PDEATHSIG
