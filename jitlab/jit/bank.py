@@ -16,7 +16,10 @@ What is stored (append-only; each write is one transaction):
   description (the text retrieval matches), generator, parents, prompt hash, created time.
   Adding a sha that is already there changes nothing, so a resumed run never duplicates entries.
 - ``evaluations``: one row per (sha, task, seed, run dir) with suite, family, success, reward,
-  tokens, cost, latency (wall seconds) and tool calls. Re-recording the same row is ignored.
+  tokens, cost, latency (wall seconds) and tool calls. Re-recording the same row is ignored. An absolute run
+  dir that is the bank's folder or below it is stored relative to that folder (``.`` for a JIT run's own
+  ``bank.sqlite``), so a run directory that is copied, moved or renamed still recognises the evaluations it
+  recorded; ``adopt_run_dirs()`` does the same for the absolute dirs that banks written before stored.
 - ``tasks``: task id -> suite, family, TaskSpec description (retrieval matches against these).
 - ``frontier_steps``: one row per ``update`` call: step counter, the harness it was about, whether it
   entered, who dominated it, whom it removed, and the whole frontier after the step (for replay).
@@ -412,6 +415,7 @@ class Bank:
         new = 0
         for ev in evals:
             ev = _as_eval(ev)
+            run_dir = self._run_dir(ev.run_dir)
             self.db.execute("INSERT OR IGNORE INTO tasks VALUES (?,?,?,?)",
                             (ev.task_id, ev.suite, ev.family, ev.description))
             if ev.description:
@@ -420,10 +424,29 @@ class Bank:
             cur = self.db.execute(
                 "INSERT OR IGNORE INTO evaluations (sha, task_id, suite, family, seed, run_dir, success, reward, tokens,"
                 " cost, latency, tool_calls, t) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (sha, ev.task_id, ev.suite, ev.family, int(ev.seed), str(ev.run_dir), int(bool(ev.success)),
+                (sha, ev.task_id, ev.suite, ev.family, int(ev.seed), run_dir, int(bool(ev.success)),
                  float(ev.reward), int(ev.tokens), float(ev.cost), float(ev.latency), int(ev.tool_calls), time.time()))
             new += cur.rowcount
         return new
+
+    def _run_dir(self, run_dir) -> str:
+        """``run_dir`` as stored: relative to the bank's folder when it is an absolute path to that folder or
+        below it (``.`` for the folder itself), else as given."""
+        text = str(run_dir)
+        if not os.path.isabs(text):
+            return text
+        try:
+            return Path(text).resolve().relative_to(self.path.resolve().parent).as_posix()
+        except ValueError:
+            return text
+
+    def adopt_run_dirs(self) -> int:
+        """Store every evaluation recorded under an absolute run dir as this bank's own folder (``.``); returns
+        how many rows changed. For a bank that only the run around it writes (a JIT run's ``bank.sqlite``), whose
+        absolute dirs, written before they were stored relative, name where that run was when it recorded them.
+        A row that would then repeat one already stored is left as it is."""
+        with self._tx():
+            return self.db.execute("UPDATE OR IGNORE evaluations SET run_dir='.' WHERE run_dir LIKE '/%'").rowcount
 
     def update(self, sha: str, evals=()) -> dict:
         """Record ``evals`` for ``sha`` and apply the conservative frontier update (see the module docstring).

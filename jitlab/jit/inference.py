@@ -27,9 +27,10 @@ Files: ``run.sqlite`` + ``summary.json`` (jitlab.store), ``bank.sqlite`` (seeded
 Resume: like jitlab.runner (same config fingerprint, ConfigDrift otherwise; B0's shas are part of the
 fingerprint). A task with a finished episode is skipped. The bank is updated only after the episode is
 recorded, and a finished task's bank update is replayed on resume; bank adds are idempotent by sha and
-evaluations by (sha, task, seed, run dir), so a SIGKILL at any point leaves no duplicate entries. The
-state a task sees (bank, references) depends only on the tasks before it, so a rerun task regenerates
-the same candidates (and the replay cache makes that free).
+evaluations by (sha, task, seed, run dir), so a SIGKILL at any point leaves no duplicate entries. The bank
+stores its own run's dir as ``.`` (jitlab.jit.bank), so a run directory copied, moved or renamed resumes the
+same way. The state a task sees (bank, references) depends only on the tasks before it, so a rerun task
+regenerates the same candidates (and the replay cache makes that free).
 
 Ray (static mode): ``--executor ray`` solves each unfinished task in a Ray task (jitlab/cluster.py; the Ray this
 process is connected to, else ``$RAY_ADDRESS``, else a local one), ``--concurrency`` at once (default all),
@@ -308,6 +309,7 @@ class _JIT:
                 set_aside(self.out / "repairs.jsonl")
             self.bank = Bank.create(self.out / "bank.sqlite", seeds=True, exclusive=True,
                                     config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric))
+            self.bank.adopt_run_dirs()   # a run moved since an older jitlab recorded its bank's absolute run dir
         except BaseException:
             self.store.close()
             raise

@@ -15,6 +15,15 @@ duration and output path. A failing cell fails that run only. Rerunning the same
 whose status is ok and whose notebook exists; failed ones run again. A batch that is stopped (SIGTERM,
 Ctrl-C, a ``timeout`` around it) marks its unfinished runs failed before it exits.
 
+One batch per ``OUT``: a batch holds ``OUT/batch.lock`` (the run directories' single-writer lock,
+jitlab.store.WriterLock) while it runs; a second batch on the same ``OUT`` is refused, naming the holder's
+PID. Its worker processes die with it (``PR_SET_PDEATHSIG``, Linux) and their kernels with them (ipykernel
+exits within a second of losing its parent), so a ``kill -9`` of the batch leaves nothing executing: the
+rerun runs the unfinished notebooks once.
+
+Progress: the bar counts finished runs and shows the real backbone spend recorded under ``OUT`` since the
+batch started (every run of its notebooks, read every few seconds while they run).
+
 Parameters are checked against the notebook's ``parameters`` cell (papermill's ``inspect_notebook``)
 before anything runs: a name the notebook does not define is an error, not a run with its defaults.
 
@@ -45,6 +54,7 @@ import itertools
 import json
 import os
 import signal
+import sqlite3
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -54,10 +64,13 @@ from pathlib import Path
 from jitlab.errors import ConfigError, JitlabError
 from jitlab.fields import check_fields
 from jitlab.progress import Progress
+from jitlab.store import DB_NAME, WriterLock, recorded_spend
 
 __all__ = ["BatchConfig", "load_grid", "combinations", "run_batch", "export_html", "MANIFEST"]
 
 MANIFEST = "manifest.json"
+LOCK = "batch.lock"
+SPEND_POLL_S = 3.0   # how often the bar rereads the spend recorded under OUT while notebooks run
 
 
 @dataclass
@@ -217,6 +230,15 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
     check_parameters(notebook, combos, cfg.caps())   # before anything is written or run
     out = Path(cfg.out or f"batches/{notebook.stem}")
     out.mkdir(parents=True, exist_ok=True)
+    writer = WriterLock(out / LOCK, f"batch output folder {out}")   # one batch per OUT, as one run per run dir
+    try:
+        return _run_locked(cfg, notebook, combos, out, echo)
+    finally:
+        writer.release()
+
+
+def _run_locked(cfg: BatchConfig, notebook: Path, combos: list[dict], out: Path, echo) -> dict:
+    """:func:`run_batch` once it holds ``OUT``'s lock."""
     manifest_path = out / MANIFEST
     old = {}
     if manifest_path.exists():
@@ -285,6 +307,42 @@ def _kernel_env(cfg: BatchConfig, out: Path) -> dict:
     return {"JITLAB_SPEND_ROOT": str(out.resolve()), **({"JITLAB_NOTEBOOK_CDN": "1"} if cfg.html else {})}
 
 
+def _die_with_parent(parent: int) -> None:
+    """Pool worker initializer: Linux SIGKILLs this worker when the batch process ``parent`` dies
+    (``PR_SET_PDEATHSIG``); a worker whose batch died before that took effect exits at once."""
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+class _Spend:
+    """The real backbone spend recorded under ``out`` (jitlab.store.recorded_spend of every run database there),
+    fed to ``bar`` as it grows; what was there when the batch started is not counted."""
+
+    def __init__(self, out: Path, bar: Progress):
+        self.out, self.bar = out, bar
+        self.shown = self._read()
+
+    def _read(self) -> tuple[float, int]:
+        cost, tokens = 0.0, 0
+        for db in sorted(self.out.rglob(DB_NAME)):
+            try:
+                c, t = recorded_spend(db.parent)
+            except (JitlabError, OSError, sqlite3.Error):   # a database being created or moved aside: next time
+                continue
+            cost, tokens = cost + c, tokens + t
+        return cost, tokens
+
+    def refresh(self) -> None:
+        cost, tokens = self._read()
+        self.bar.absorb(tokens=tokens - self.shown[1], cost=cost - self.shown[0])
+        self.shown = (cost, tokens)
+
+
 def _finished(run: dict, result: dict, manifest: dict, manifest_path: Path, echo) -> None:
     run.update(result)
     _write_manifest(manifest_path, manifest)
@@ -347,8 +405,10 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
     queue, futures = list(todo), {}
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
-    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=ctx)
+    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=ctx, initializer=_die_with_parent,
+                               initargs=(os.getpid(),))
     bar = Progress(len(todo), f"batch {notebook.name}", unit="run")   # ok so far = runs that finished without error
+    spend = _Spend(out, bar)
     try:
         while queue or futures:
             while queue and len(futures) < parallel:
@@ -369,7 +429,8 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
             _write_manifest(manifest_path, manifest)
             if not futures:
                 continue
-            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            done, _ = wait(futures, timeout=SPEND_POLL_S, return_when=FIRST_COMPLETED)
+            spend.refresh()
             for fut in done:
                 run = futures.pop(fut)
                 run.update(fut.result())

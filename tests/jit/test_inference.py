@@ -2,6 +2,7 @@
 candidates, streaming grows the bank and writes the documented extra fields, every phase's tokens are in
 the task's cost, and a SIGKILL mid-stream resumes without duplicating bank entries."""
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -14,6 +15,7 @@ from jitlab.errors import ConfigError
 from jitlab.jit.bank import Bank
 from jitlab.jit.generate.compose import ComposeGenerator
 from jitlab.jit.inference import JITConfig, run_jit
+from jitlab.runtime import SpendCapReached
 from jitlab.store import load
 
 EXTRA_KEYS = {"mode", "stream_index", "generator", "gen_tokens", "select_tokens", "repair_tokens", "exec_tokens",
@@ -193,3 +195,42 @@ def test_sigkill_mid_stream_resumes_without_duplicate_bank_entries(tmp_path):
     assert {e.sha for e in bank.entries()} - seeds == ran - seeds       # the bank added exactly what ran
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_episodes"] == 5 and summary["bank_size_after"] == len(bank)
+
+
+def _bank_state(out):
+    bank = Bank(out / "bank.sqlite", readonly=True)
+    try:
+        return ([(e["sha"], e["task_id"], e["seed"]) for e in bank.evaluations()],
+                [(s["sha"], s["entered"], s["removed"], s["frontier"]) for s in bank.frontier_history()])
+    finally:
+        bank.close()
+
+
+def test_a_copied_moved_or_legacy_streaming_run_resumes_without_doubling_its_bank(tmp_path):
+    """Issue 27 item 1: ``cp -r j j2 && jitlab jit --suite toy --mode streaming --generator compose --backbone
+    scripted:pick-hash --limit 4 --no-cache --out j2`` took bank.sqlite from 4 evaluations / 4 frontier steps to
+    8 / 8, and a copied partial run resumed to 6 / 6: evaluations carried the absolute run directory. (An export
+    keeps no bank and has no import, so it is no round trip: a run is relocated by copying its folder.)"""
+    ref = run_jit(_cfg(tmp_path / "ref", limit=4))
+    evals, steps = _bank_state(ref)
+    assert len(evals) == len(set(evals)) == 4 and len(steps) == 4
+    shutil.copytree(ref, tmp_path / "copy")               # a finished run, copied, resumed
+    run_jit(_cfg(tmp_path / "copy", limit=4))
+    assert _bank_state(tmp_path / "copy") == (evals, steps)
+    eps = load(ref)["episodes"].sort_values("id")   # a partial run (stopped at its token cap), moved, resumed
+    two = int(eps["prompt_tokens"].iloc[:2].sum() + eps["completion_tokens"].iloc[:2].sum())
+    with pytest.raises(SpendCapReached):
+        run_jit(_cfg(tmp_path / "part", limit=4, max_tokens_total=two + 1))   # the third task is cut short
+    assert _bank_state(tmp_path / "part") == (evals[:2], steps[:2])
+    (tmp_path / "part").rename(tmp_path / "moved")
+    run_jit(_cfg(tmp_path / "moved", limit=4))
+    assert _bank_state(tmp_path / "moved") == (evals, steps)
+    legacy = tmp_path / "legacy"                         # a bank written before: absolute run dir, then copied
+    shutil.copytree(ref, legacy)
+    db = sqlite3.connect(legacy / "bank.sqlite")
+    db.execute("UPDATE evaluations SET run_dir=?", (str(tmp_path / "elsewhere" / "ref"),))
+    db.commit()
+    db.close()
+    run_jit(_cfg(legacy, limit=4))
+    assert _bank_state(legacy) == (evals, steps)
+    assert {e["run_dir"] for e in Bank(legacy / "bank.sqlite", readonly=True).evaluations()} == {"."}

@@ -1,5 +1,7 @@
 """Replay cache exactness through the runtime's LLMHandle: a second identical call is a hit,
 flagged cached=True, with the same text and the ORIGINAL call's tokens and cost."""
+import json
+
 from jitlab.llm.cache import CacheQuarantined, ReplayCache, cache_key, default_cache
 from jitlab.llm.scripted import ScriptedBackbone
 from jitlab.runtime import LLMHandle
@@ -127,3 +129,110 @@ def test_a_second_process_does_not_quarantine_the_fresh_cache_of_the_first(tmp_p
     assert second.get("k", kind="score") == [1.0]                 # the second notices, moves nothing, reads it
     assert path.stat().st_ino == fresh and first.get("k", kind="score") == [1.0]
     assert len(list(tmp_path.glob("replay.corrupt-*.sqlite"))) == 1
+
+
+# -- a lock held by a sibling process is neither damage nor a full disk (issue 27, item 12) -----------------
+_WRITER = """
+import json, sys, time, warnings
+from pathlib import Path
+from jitlab.llm.cache import ReplayCache
+folder, me, files, n = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+(folder / f"ready-{me}").touch()
+while not (folder / "go").exists():
+    time.sleep(0.005)
+report = {"disabled": [], "skipped": 0, "warnings": []}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for f in range(files):           # every file is fresh: the processes race to set it up, then write at once
+        cache = ReplayCache(folder / f"replay-{f}.sqlite")
+        for i in range(n):
+            cache.put(f"{me}-{i}", [float(i)], kind="score")
+            cache.get(f"{me - 1}-{i}", kind="score")
+        report["disabled"] += [cache.disabled] if cache.disabled else []
+        report["skipped"] += getattr(cache, "skipped", 0)
+    report["warnings"] = [str(w.message) for w in caught]
+print(json.dumps(report))
+"""
+
+
+def test_several_processes_writing_fresh_caches_at_once_keep_them_on(tmp_path):
+    """Issue 27 item 12: processes opening and writing one fresh replay.sqlite at the same moment (the notebooks of
+    a batch, a grid's runs sharing $JITLAB_HOME) now and then turned it off with ``CacheQuarantined: replay cache
+    ... failed (OperationalError: database is locked); continuing without the cache ... (free space or fix its
+    permissions ...)``: 6 processes x 20 fresh files, the first file held (as while its creator sets it up) by this
+    process when they start. Every process keeps every cache on, and every write is there."""
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), str(me), "20", "10"],
+                              stdout=subprocess.PIPE, text=True) for me in range(6)]
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(tmp_path.glob("ready-*"))) < 6:
+        time.sleep(0.01)
+    creator = sqlite3.connect(tmp_path / "replay-0.sqlite", isolation_level=None)
+    creator.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
+    creator.execute("BEGIN IMMEDIATE")
+    (tmp_path / "go").touch()
+    time.sleep(1.0)
+    creator.execute("COMMIT")
+    creator.close()
+    reports = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert reports == [{"disabled": [], "skipped": 0, "warnings": []}] * 6, reports
+    for f in range(20):
+        cache = ReplayCache(tmp_path / f"replay-{f}.sqlite")
+        assert all(cache.get(f"{me}-{i}", kind="score") == [float(i)] for me in range(6) for i in range(10))
+
+
+def test_a_cache_locked_by_a_sibling_while_it_is_set_up_waits_and_stays_on(tmp_path):
+    """Issue 27 item 12, deterministically: while another process holds the write lock of a fresh (not yet WAL)
+    cache file, ``ReplayCache(path)`` failed at once (SQLite calls no busy handler for the switch to WAL) and
+    turned the cache off blaming space or permissions. It waits for the lock and stays on."""
+    import subprocess
+    import sys
+    import warnings
+    path = tmp_path / "replay.sqlite"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "db.execute('CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, kind TEXT, value TEXT)')\n"
+        "db.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(1.5); db.execute('COMMIT')"),
+        str(path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache = ReplayCache(path)
+        cache.put("k", [1.0], kind="score")
+    holder.wait(timeout=60)
+    assert cache.disabled is None and cache.skipped == 0 and not caught, [str(w.message) for w in caught]
+    assert cache.get("k", kind="score") == [1.0] and ReplayCache(path).get("k", kind="score") == [1.0]
+
+
+def test_a_call_that_stays_locked_skips_the_cache_which_stays_on(tmp_path, monkeypatch):
+    """Past ``BUSY_WAIT_S`` a call goes without the cache, with one warning that names the lock (not space or
+    permissions); once the sibling lets go, the same cache object stores and replays again."""
+    import subprocess
+    import sys
+    import warnings
+
+    import jitlab.llm.cache as cache_module
+    monkeypatch.setattr(cache_module, "BUSY_WAIT_S", 0.3)
+    path = tmp_path / "replay.sqlite"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "db.execute('CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, kind TEXT, value TEXT)')\n"
+        "db.execute('BEGIN IMMEDIATE'); print('held', flush=True); sys.stdin.readline(); db.execute('COMMIT')"),
+        str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache = ReplayCache(path)
+        cache.put("k", [1.0], kind="score")
+    assert cache.disabled is None and cache.skipped == 2
+    assert len(caught) == 1 and "locked by another process" in str(caught[0].message)
+    assert "space" not in str(caught[0].message) and "permission" not in str(caught[0].message)
+    holder.communicate("\n", timeout=60)
+    cache.put("k", [1.0], kind="score")
+    assert cache.get("k", kind="score") == [1.0] and cache.skipped == 2

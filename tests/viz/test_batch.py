@@ -194,3 +194,97 @@ def _text(page: str) -> str:
     import html
     import re
     return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def _sleepy(path):
+    """A notebook that logs its start (kernel PID) and, once the file ``go`` exists, its end to log.txt in its folder."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("x = 1\ngo = ''")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import os, time\nfrom pathlib import Path\n"
+        "with Path('log.txt').open('a') as f:\n    f.write(f'start {os.getpid()}\\n')\n"
+        "while not Path(go).is_file():\n    time.sleep(0.1)\n"
+        "with Path('log.txt').open('a') as f:\n    f.write('done\\n')")]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_kill_9_of_a_batch_leaves_no_worker_and_a_second_batch_on_its_out_is_refused(tmp_path):
+    """Issue 27 item 2: ``jitlab batch nb.ipynb --grid g.yaml --out b --parallel 2 --cwd run & sleep 8; kill -9 $!``
+    left both pool workers (and their kernels) executing; the rerun ran the same notebooks again beside them (two
+    ``done`` lines each), and a second ``jitlab batch`` on the same ``--out`` ran every notebook too. The notebooks
+    wait for the file ``go``, so both are in flight until the test lets them finish."""
+    import subprocess
+    import sys
+    import time
+    psutil = pytest.importorskip("psutil")
+    _sleepy(tmp_path / "nb.ipynb")
+    go = tmp_path / "go"
+    (tmp_path / "g.yaml").write_text(f"x: [1, 2]\ngo: ['{go}']\n")
+    out = tmp_path / "b"
+    cmd = [sys.executable, "-m", "jitlab.cli", "batch", str(tmp_path / "nb.ipynb"), "--grid", str(tmp_path / "g.yaml"),
+           "--out", str(out), "--parallel", "2", "--cwd", "run"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    logs = lambda: sorted(out.glob("*/log.txt"))   # noqa: E731
+    deadline = time.time() + 120
+    while time.time() < deadline and not (len(logs()) == 2 and all("start" in p.read_text() for p in logs())):
+        time.sleep(0.1)
+    assert len(logs()) == 2, "both notebooks should be in flight"
+    manifest = (out / "manifest.json").read_text()
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    assert "batch output folder" in second.stderr and f"another process (PID {proc.pid}" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1 and (out / "manifest.json").read_text() == manifest
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    kernels = {int(line.split()[1]) for p in logs() for line in p.read_text().splitlines()}
+    assert kernels <= {p.pid for p in tree}
+    proc.kill()
+    proc.wait()
+
+    def alive():
+        left = []
+        for p in tree:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return left
+    deadline = time.time() + 15
+    while time.time() < deadline and alive():
+        time.sleep(0.1)
+    assert not alive(), f"left running after kill -9: {[' '.join(p.cmdline())[:80] for p in alive()]}"
+    go.touch()   # from now on a notebook finishes as soon as it starts (an orphan too)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=300)
+    runs = json.loads((out / "manifest.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["ok", "ok"]
+    time.sleep(2)   # an orphan would have written its end by now
+    for path in logs():
+        lines = path.read_text().splitlines()
+        assert [x.split()[0] for x in lines] == ["start", "start", "done"], lines   # killed once, finished once
+
+
+def test_the_progress_bar_shows_what_the_notebooks_spend(tmp_path, capsys, monkeypatch):
+    """Issue 27 item 11: ``JITLAB_PROGRESS=lines jitlab batch spend.ipynb --grid g.yaml --out b`` ended with
+    ``progress batch spend.ipynb: 1/1 runs (100%) · ok 1/1 · 0 tok · $0.0000`` while its run spent tokens."""
+    from jitlab.store import recorded_spend
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("limit = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "from jitlab.runner import RunConfig, run\n"
+        "run(RunConfig(suite='toy', harness='react', backbone='scripted:pick-hash', limit=limit, out='r', quiet=True,"
+        " cache=False))")]
+    nbformat.write(nb, tmp_path / "spend.ipynb")
+    monkeypatch.setenv("JITLAB_PROGRESS", "lines")
+    out = tmp_path / "b"
+    manifest = run_batch(BatchConfig(notebook=str(tmp_path / "spend.ipynb"), out=str(out), cwd="run"),
+                         combos=[{"limit": 1}], echo=lambda *_: None)
+    assert manifest["summary"]["ok"] == 1, manifest["runs"][0]["error"]
+    cost, tokens = recorded_spend(out / manifest["runs"][0]["id"] / "r")
+    assert tokens > 0 and cost > 0
+    last = [line for line in capsys.readouterr().out.splitlines() if line.startswith("progress batch")][-1]
+    assert f"· {tokens:,} tok · ${cost:.4f} ·" in last, last
