@@ -14,7 +14,8 @@ for its whole life (the holder's PID is written in it); a second process opening
 gets ``RunLocked`` naming that PID. The kernel drops the lock when the holder exits, even on SIGKILL.
 Record files that cannot be read or written (corrupt, 0 bytes, disk full, not writable) raise
 ``StorageError`` naming the file and what to do; readers (``load``, ``summarize(write=False)``)
-open the database read-only and never change it.
+open the database through :func:`connect_readonly` and never change it: they create no ``-wal`` /
+``-shm`` files and work on read-only media.
 
     frames = jitlab.store.load("runs/demo")   # {"episodes", "steps", "calls", "config"} DataFrames
 """
@@ -34,7 +35,7 @@ from pathlib import Path
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 
 __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY",
-           "RunStore", "WriterLock", "fingerprint", "load", "make_dir", "transaction",
+           "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "transaction",
            "recorded_spend", "set_aside", "storage_error", "summarize"]
 
 DB_NAME = "run.sqlite"
@@ -71,6 +72,19 @@ _CALL_COLUMNS = ("episode_id", "step", "phase", "kind", "key", "backbone", "prom
 
 def fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def connect_readonly(path: str | Path, timeout: float = 30, **kw) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file ``path`` (a run, a bank) that creates nothing beside it.
+
+    With no ``-wal`` file beside it, no connection has the database open in WAL mode (the last writer to close
+    merges and deletes it), so the file is opened ``immutable=1``: SQLite then takes no locks and writes no
+    ``-wal``/``-shm``, which also works on read-only media. A writer that opens it meanwhile writes into its
+    own WAL, which a short read never sees. With a ``-wal`` file (a live writer, or one killed mid-run) it is
+    opened ``mode=ro``, so the journal's committed pages are read too."""
+    path = Path(path).resolve()
+    wal = Path(f"{path}-wal").exists()
+    return sqlite3.connect(f"{path.as_uri()}?{'mode=ro' if wal else 'immutable=1'}", uri=True, timeout=timeout, **kw)
 
 
 def set_aside(path: str | Path) -> Path | None:
@@ -372,7 +386,7 @@ def recorded_spend(run_dir: str | Path) -> tuple[float, int]:
     path = Path(run_dir) / DB_NAME
     if not path.is_file():
         return 0.0, 0
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    db = connect_readonly(path)
     try:
         row = db.execute(_SPEND_SQL).fetchone()
     except sqlite3.DatabaseError as exc:
@@ -397,7 +411,7 @@ def load(run_dir: str | Path) -> dict:
     if path.stat().st_size == 0:
         raise StorageError(f"{path} is empty (0 bytes), not a jitlab run database; rerun with --new-run to start over")
     try:  # read-only: a reader never changes the records (no WAL checkpoint, no schema)
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        db = connect_readonly(path)
         try:
             frames = {name: pd.read_sql_query(f"SELECT * FROM {name}", db) for name in ("episodes", "steps", "calls")}
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
