@@ -86,7 +86,10 @@ def export_run(run_dir: str | Path, out: str | Path) -> Path:
     run_dir, out = Path(run_dir), Path(out)
     frames = load(run_dir)
     path = run_dir / "summary.json"
-    summary = json.loads(path.read_text()) if path.is_file() else summarize(run_dir, write=False)
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):  # missing, empty or damaged: recomputed from the records, as show and resume do
+        summary = summarize(run_dir, write=False)
     tmp = out.with_name(out.name + ".export-tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     make_dir(tmp, "--out")

@@ -181,13 +181,14 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     from jitlab.engineer.packets import build_packet, packet_json
     from jitlab.engineer.proposer import OFFLINE, make_engineer
     from jitlab.envs.base import get_suite
-    from jitlab.harness import resolve
+    from jitlab.harness import read_files, resolve
     from jitlab.jit.repair import dev_task_for
     check_fields(cfg)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     suite = get_suite(cfg.suite)
     base_folder = resolve(cfg.harness)
+    read_files(base_folder)  # a broken harness folder (a missing file, not UTF-8) is refused before out is written
+    out.mkdir(parents=True, exist_ok=True)
     tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
     dev_task = dev_task_for(suite, tasks[0])
     same_kind = cfg.engineer.partition(":")[0] == cfg.backbone.partition(":")[0]

@@ -54,7 +54,7 @@ class TransferConfig:
     max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
     threshold: float = field(default=0.1, metadata={"help": "interventions: share of steps a pattern needs",
-                                                    "min": 0.0})
+                                                    "min": 0.0, "max": 1.0})
     allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str = field(default="runs/transfer", metadata={"help": "output directory", "nonempty": True})

@@ -316,7 +316,7 @@ class Bank:
     def _tx(self):
         if self.readonly:
             raise ConfigError(f"{self.path} was opened read-only; open Bank(path) to write it")
-        return transaction(self.db, self._lock)
+        return transaction(self.db, self._lock, self.path)  # SQLite errors name bank.sqlite (a full disk, damage)
 
     # -- harnesses ------------------------------------------------------------------------------------
     def add(self, harness: str | Path | dict, generator: str, parents: list[str] | None = None,
