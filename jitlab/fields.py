@@ -77,7 +77,8 @@ def check_fields(obj, prefix: str | None = None, typed: bool = False) -> None:
         if value is None and optional:
             continue
         if "choices" in meta and value not in meta["choices"]:
-            raise ConfigError(f"{option} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
+            *rest, last = map(str, meta["choices"])
+            raise ConfigError(f"{option} must be {', '.join(rest) + ' or ' if rest else ''}{last}, got {value!r}")
         kinds = _kinds(annotation) - {"None"}
         if typed and kinds == {"bool"} and not isinstance(value, bool):
             raise ConfigError(f"{option} must be true or false, got {value!r}")

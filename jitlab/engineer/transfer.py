@@ -114,14 +114,14 @@ def run_transfer(cfg: TransferConfig) -> dict:
     from jitlab.engineer.loop import _tasks, delta, run_batch
     from jitlab.engineer.patches import apply_patch, patch_identity
     from jitlab.harness import resolve
-    from jitlab.llm.base import check_name
+    from jitlab.llm.base import check_options
     check_fields(cfg)
     learners, targets = _names(cfg.learn_on), _names(cfg.apply_to)
     if not learners:
         raise ConfigError("transfer: --learn-on names no backbone; give one or more, comma-separated")
     columns = targets + [n for n in learners if n not in targets]
     for name in columns:
-        check_name(name)
+        check_options(name, {})  # a missing hf: folder too, before out is written
     if len({slug(n) for n in columns}) != len(columns):
         raise ConfigError(f"transfer: backbones {columns} collide as folder names; rename one")
     out = Path(cfg.out)

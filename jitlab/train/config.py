@@ -279,10 +279,10 @@ class Stage3Config(TrainingCommon):
                                                                     "unavailable (recorded)"})
 
     def __post_init__(self):
+        if self.split not in ("dev", "train"):  # before the generic choices check, to say why
+            raise ConfigError(f"--split must be dev or train, got {self.split!r}: the meta-agent never trains on test")
         super().__post_init__()
         check_format(self.format)
-        if self.split not in ("dev", "train"):
-            raise ConfigError(f"--split must be dev or train, got {self.split!r}: the meta-agent never trains on test")
         if self.latency_proxy not in ("calls", "tokens"):
             raise ConfigError(f"--latency-proxy must be calls or tokens, got {self.latency_proxy!r}")
         if len(self.weights) != 4:

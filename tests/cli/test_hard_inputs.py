@@ -92,13 +92,19 @@ JIT = ["jit", "--suite", "toy", "--mode", "streaming", "--backbone", "scripted:p
     ([*RUN, "--backbone-option", "bogus=1"], "unknown scripted backbone option(s) bogus; known: delay_s"),
     ([*JIT[:6], "hf:/nonexistent/model", *JIT[7:]], "'/nonexistent/model' is not a local directory"),
     ([*JIT, "--compose-strategy", "bogus"], "--compose-strategy must be one of auto, score"),
+    (["engineer", "run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-first", "--backbone-option",
+      "bogus=1", "--engineer", "rules", "--batch", "1", "-k", "1"], "unknown scripted backbone option(s) bogus"),
+    (["transfer", "--suite", "toy", "--learn-on", "hf:/nonexistent/model", "--apply-to", "scripted:pick-hash"],
+     "'/nonexistent/model' is not a local directory"),
 ])
 def test_bad_backbones_and_strategies_are_refused_before_the_run_directory(argv, needle, tmp_path, capsys):
     """jitlab run --backbone hf:/nonexistent | --backbone embedded --backbone-option bogus=1 | scripted with
-    --backbone-option bogus=1; jitlab jit --compose-strategy bogus: before, run.sqlite was written first (so the
-    corrected command was refused as "started with a different config"), or, for scripted, an infra_error episode."""
+    --backbone-option bogus=1; jitlab jit --compose-strategy bogus; jitlab engineer run / transfer with a bad
+    backbone: before, run.sqlite was written first (so the corrected command was refused as "started with a different
+    config"), or, for scripted, an infra_error episode; engineer and transfer left an empty --out."""
     out = tmp_path / "o"
-    _one_line_error(capsys, [*argv, "--limit", "1", "--out", str(out)], needle)
+    limit = [] if argv[0] == "engineer" else ["--limit", "1"]
+    _one_line_error(capsys, [*argv, *limit, "--out", str(out)], needle)
     assert not out.exists()
 
 
@@ -162,9 +168,9 @@ def test_choices_are_enforced_outside_the_cli():
     from jitlab.errors import ConfigError
     from jitlab.jit.inference import JITConfig
     from jitlab.runner import RunConfig
-    with pytest.raises(ConfigError, match="--isolation must be one of auto, sandbox, none, got 'sandbx'"):
+    with pytest.raises(ConfigError, match="--isolation must be auto, sandbox or none, got 'sandbx'"):
         RunConfig(isolation="sandbx")
-    with pytest.raises(ConfigError, match="--selector must be one of"):
+    with pytest.raises(ConfigError, match="--selector must be validity, logprob or judge, got 'best'"):
         JITConfig(selector="best")
     assert RunConfig(isolation="none").isolation == "none"
 
