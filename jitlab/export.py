@@ -90,7 +90,10 @@ def export_run(run_dir: str | Path, out: str | Path) -> Path:
     frames = load(run_dir)
     path = run_dir / "summary.json"
     current = summarize(run_dir, write=False)
-    summary = {**current, **json.loads(path.read_text())} if path.is_file() else current
+    try:
+        summary = {**current, **json.loads(path.read_text())}
+    except (OSError, ValueError):  # missing, empty or damaged: recomputed from the records, as show and resume do
+        summary = current
     tmp = out.with_name(out.name + ".export-tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     make_dir(tmp, "--out")

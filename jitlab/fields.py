@@ -7,7 +7,8 @@ A field opts in with metadata next to its ``help``::
     max_wall_s: float = field(default=900.0, metadata={"help": "wall seconds", "min_exclusive": 0})
     out: str | None = field(default=None, metadata={"help": "run directory", "nonempty": True})
 
-Keys: ``min`` / ``max`` (inclusive), ``min_exclusive``, ``nonempty`` (a string that is not blank) and
+Keys: ``min`` / ``max`` (inclusive), ``min_exclusive``, ``nonempty`` (a string that is not blank),
+``choices`` (the values allowed; the CLI lists them in ``--help``, this check enforces them everywhere) and
 ``option`` (the name in messages; default ``--<field-name>`` with dashes). Numbers are type-checked
 from the annotation: an ``int`` field takes an int (not a bool, not 2.0), a ``float`` field a finite
 int or float; ``None`` is accepted only where the annotation allows it. Errors are
@@ -15,6 +16,12 @@ int or float; ``None`` is accepted only where the annotation allows it. Errors a
 
     from jitlab.fields import check_fields
     def __post_init__(self): check_fields(self)
+
+Options that are not command-line options (a backbone's, ``--backbone-option KEY=VALUE``) pass ``prefix``
+for their name in messages and ``typed=True``, so that every ``int`` / ``float`` / ``bool`` / ``str`` field is
+type-checked from its annotation even without bounds (their values arrive as parsed JSON, not from argparse):
+``check_fields(cfg, prefix="--backbone-option ", typed=True)`` -> ``--backbone-option temperature must be a
+finite number, got nan``.
 """
 from __future__ import annotations
 
@@ -29,8 +36,15 @@ __all__ = ["SEED_MAX", "check_fields", "check_number"]
 SEED_MAX = 2 ** 63 - 1
 
 
-def _option(name: str, meta) -> str:
+def _option(name: str, meta, prefix: str | None) -> str:
+    if prefix is not None:
+        return prefix + name
     return meta.get("option") or "--" + name.replace("_", "-")
+
+
+def _kinds(annotation: str) -> set[str]:
+    """The simple types an annotation string names: {'int', 'None'} for ``int | None``."""
+    return {part.strip() for part in annotation.replace("Optional[", "").rstrip("]").split("|")}
 
 
 def check_number(option: str, value, kind: str = "int", *, optional: bool = False, min=None, max=None,
@@ -52,19 +66,28 @@ def check_number(option: str, value, kind: str = "int", *, optional: bool = Fals
         raise ConfigError(f"{option} must be <= {max}, got {value!r}")
 
 
-def check_fields(obj) -> None:
-    """Check every field of dataclass ``obj`` that carries bounds or ``nonempty`` in its metadata."""
+def check_fields(obj, prefix: str | None = None, typed: bool = False) -> None:
+    """Check every field of dataclass ``obj`` that carries bounds, ``choices`` or ``nonempty`` in its metadata
+    (with ``typed``, also the type of every plain int/float/bool/str field; ``prefix`` names the options)."""
     for f in fields(obj):
         meta, value = f.metadata, getattr(obj, f.name)
-        option = _option(f.name, meta)
+        option = _option(f.name, meta, prefix)
         annotation = str(f.type)
         optional = "None" in annotation or "Optional" in annotation
+        if value is None and optional:
+            continue
+        if "choices" in meta and value not in meta["choices"]:
+            *rest, last = map(str, meta["choices"])
+            raise ConfigError(f"{option} must be {', '.join(rest) + ' or ' if rest else ''}{last}, got {value!r}")
+        kinds = _kinds(annotation) - {"None"}
+        if typed and kinds == {"bool"} and not isinstance(value, bool):
+            raise ConfigError(f"{option} must be true or false, got {value!r}")
+        if typed and kinds == {"str"} and not isinstance(value, str):
+            raise ConfigError(f"{option} must be a string, got {value!r}")
         if meta.get("nonempty"):
-            if value is None and optional:
-                continue
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{option} must be a non-empty string, got {value!r}")
-        if any(k in meta for k in ("min", "max", "min_exclusive")):
+        if any(k in meta for k in ("min", "max", "min_exclusive")) or (typed and kinds in ({"int"}, {"float"})):
             kind = "int" if "int" in annotation and "float" not in annotation else "float"
             check_number(option, value, kind, optional=optional, min=meta.get("min"), max=meta.get("max"),
                          min_exclusive=meta.get("min_exclusive"))

@@ -96,7 +96,16 @@ def read_files(folder: str | Path) -> dict[str, str]:
         raise HarnessError(f"harness folder {folder} is missing {', '.join(missing)} "
                            f"(a harness needs {', '.join(HARNESS_FILES)})", file=missing[0], kind="import_error")
     names = list(HARNESS_FILES) + [f for f in OPTIONAL_FILES if (folder / f).is_file()]
-    return {name: (folder / name).read_text() for name in names}
+    return {name: _read_text(folder / name) for name in names}
+
+
+def _read_text(path: Path) -> str:
+    """A harness file's text; HarnessError naming the file and the byte when it is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                           "save it as UTF-8", file=path.name, kind="import_error") from None
 
 
 def harness_sha(files: dict[str, str], sources: dict | None = None) -> str:

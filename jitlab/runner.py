@@ -13,6 +13,7 @@ Trusted seed harnesses run in-process; any other harness folder runs in the sand
 """
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -211,8 +212,12 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
         if estimate:
             print(f"  {estimate}", flush=True)
 
+    stop = threading.Event()  # set on Ctrl-C: no thread starts another episode
+
     def one(task) -> None:
         for _ in range(cfg.retries + 1):
+            if stop.is_set():
+                return
             status, attempt = store.status_of(sha, task.id, cfg.seed)
             if status in FINAL:
                 return
@@ -239,8 +244,15 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
             for task in tasks:
                 one(task)
         else:
-            with ThreadPoolExecutor(cfg.concurrency) as pool:
-                list(pool.map(one, tasks))
+            pool = ThreadPoolExecutor(cfg.concurrency)
+            try:
+                for future in [pool.submit(one, task) for task in tasks]:
+                    future.result()
+            except BaseException:  # Ctrl-C: start nothing more; episodes in flight stay `running` -> interrupted
+                stop.set()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
         finished = sum(store.status_of(sha, t.id, cfg.seed)[0] in FINAL for t in tasks)
     finally:
         bar.close()

@@ -4,6 +4,11 @@ Tables: ``meta`` (config, fingerprint, jitlab commit, suite version), ``episodes
 attempt; status, success, reward, steps, tokens, cost, wall time, tool calls), ``steps`` and
 ``calls`` (every backbone call, with tokens, cost, latency, cache flag and content hash).
 
+A run directory whose config differs but which holds no finished episode (every attempt refused or an
+infrastructure failure) does not block the corrected command: its run.sqlite is set aside (kept beside it,
+as ``--new-run`` does, with a warning) and the new config starts; one with a finished episode is refused
+(ConfigDrift) unless ``new_run``.
+
 Resume: an episode row is inserted as ``running`` and turned final in one transaction, so a run
 killed at any moment leaves either a finished episode or a ``running`` row; on reopen the latter
 becomes ``interrupted`` and is run again as the next attempt. Finished statuses (ok, budget,
@@ -14,7 +19,8 @@ for its whole life (the holder's PID is written in it); a second process opening
 gets ``RunLocked`` naming that PID. The kernel drops the lock when the holder exits, even on SIGKILL.
 Record files that cannot be read or written (corrupt, 0 bytes, disk full, not writable) raise
 ``StorageError`` naming the file and what to do; readers (``load``, ``summarize(write=False)``)
-open the database read-only and never change it.
+open the database through :func:`connect_readonly` and never change it: they create no ``-wal`` /
+``-shm`` files and work on read-only media.
 
     frames = jitlab.store.load("runs/demo")   # {"episodes", "steps", "calls", "config"} DataFrames
 """
@@ -34,7 +40,7 @@ from pathlib import Path
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 
 __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY",
-           "RunStore", "WriterLock", "fingerprint", "load", "make_dir", "transaction",
+           "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "transaction",
            "recorded_spend", "set_aside", "storage_error", "summarize"]
 
 DB_NAME = "run.sqlite"
@@ -79,6 +85,21 @@ def _provenance(config: dict) -> dict:
 
 def fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def connect_readonly(path: str | Path, timeout: float = 30, **kw) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file ``path`` (a run, a bank) that creates nothing beside it.
+
+    With no ``-wal`` file beside it (or an empty one), no commit waits in a journal (the last writer to close
+    merges and deletes it), so the file is opened ``immutable=1``: SQLite then takes no locks and writes no
+    ``-wal``/``-shm``, which also works on read-only media. A writer that opens it meanwhile writes into its
+    own WAL, which a short read never sees. With a non-empty ``-wal`` (a live writer, or one killed mid-run) it
+    is opened ``mode=ro``, so the journal's committed pages are read too."""
+    path = Path(path).resolve()
+    wal = Path(f"{path}-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    return sqlite3.connect(f"{path.as_uri()}?{'mode=ro' if pending else 'immutable=1'}", uri=True, timeout=timeout,
+                           **kw)
 
 
 def set_aside(path: str | Path) -> Path | None:
@@ -202,6 +223,10 @@ def transaction(db: sqlite3.Connection, lock, path=None):
             raise fail(err) from err
 
 
+class _Unstarted(Exception):
+    """Raised inside RunStore._open: the run has another config but no finished episode."""
+
+
 class RunStore:
     """The single writer of one run directory (``run.lock``, see the module docstring). Thread-safe (one
     connection behind a lock)."""
@@ -212,14 +237,29 @@ class RunStore:
         self.path = self.dir / DB_NAME
         self._lock = threading.RLock()
         self.db = None
+        self.restarted: Path | None = None  # where an unstarted run with another config was set aside
         try:
             self._open(config, new_run)
+        except _Unstarted:  # another config, but no finished episode to keep: start this one, set the old aside
+            self.db.close()
+            self.db = None
+            self.restarted = set_aside(self.path)
+            import warnings
+            warnings.warn(f"{self.dir} was started with a different config but holds no finished episode; starting "
+                          f"with this config (the old records are kept in {self.restarted})", stacklevel=2)
+            try:
+                self._open(config, False)
+            except BaseException:
+                self.close()
+                raise
         except BaseException:
             self.close()
             raise
 
     def _open(self, config: dict, new_run: bool) -> None:
         path = self.path
+        if path.is_dir():  # before --new-run too: renaming a folder aside would hide what the user put there
+            raise StorageError(f"{path} is a directory, not a jitlab run database; move it away or pass another --out")
         if new_run:
             set_aside(path)
         elif path.exists() and path.stat().st_size == 0:
@@ -271,6 +311,10 @@ class RunStore:
             return
         old = json.loads(row[0])
         if fingerprint(old) != fingerprint(config):
+            finished = self.db.execute(f"SELECT COUNT(*) FROM episodes WHERE status IN ({','.join('?' * len(FINAL))})",
+                                       FINAL).fetchone()[0]
+            if not finished:  # nothing to resume: a refused first attempt must not block the corrected command
+                raise _Unstarted
             diffs = [f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(old) | set(config))
                      if old.get(k) != config.get(k)]
             raise ConfigDrift(f"{self.dir} was started with a different config ({'; '.join(diffs)}). "
@@ -383,7 +427,7 @@ def recorded_spend(run_dir: str | Path) -> tuple[float, int]:
     path = Path(run_dir) / DB_NAME
     if not path.is_file():
         return 0.0, 0
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    db = connect_readonly(path)
     try:
         row = db.execute(_SPEND_SQL).fetchone()
     except sqlite3.DatabaseError as exc:
@@ -403,12 +447,15 @@ def load(run_dir: str | Path) -> dict:
     path = Path(run_dir) / DB_NAME
     if not path.is_file() and (Path(run_dir) / EXPORT_MARKER).is_file():
         return _load_export(Path(run_dir))
+    if path.is_dir():
+        raise StorageError(f"{path} is a directory, not a jitlab run database; move it away")
     if not path.is_file():
         raise ConfigError(f"{run_dir} holds no {DB_NAME}; is it a jitlab run directory?")
     if path.stat().st_size == 0:
-        raise StorageError(f"{path} is empty (0 bytes), not a jitlab run database; rerun with --new-run to start over")
+        raise StorageError(f"{path} is empty (0 bytes), not a jitlab run database; start the run over with the "
+                           "command that wrote it plus --new-run")
     try:  # read-only: a reader never changes the records (no WAL checkpoint, no schema)
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        db = connect_readonly(path)
         try:
             frames = {name: pd.read_sql_query(f"SELECT * FROM {name}", db) for name in ("episodes", "steps", "calls")}
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
@@ -419,8 +466,9 @@ def load(run_dir: str | Path) -> dict:
         if (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
             raise StorageError(f"{path} cannot be opened for reading ({exc}); check the permissions of "
                                f"{path.parent}") from exc
-        raise StorageError(f"{path} is corrupt or not a jitlab run database ({exc}); restore it, or rerun with "
-                           "--new-run to start over (the damaged file is kept beside the new one)") from exc
+        raise StorageError(f"{path} is corrupt or not a jitlab run database ({exc}); restore it, or start the run "
+                           "over with the command that wrote it (jitlab run/jit ...) plus --new-run (the damaged file "
+                           "is kept beside the new one)") from exc
     episodes = frames["episodes"]
     episodes["final"] = episodes["status"].isin(FINAL)
     episodes["tokens"] = episodes["prompt_tokens"].fillna(0) + episodes["completion_tokens"].fillna(0)

@@ -139,7 +139,10 @@ def test_one_writer_per_run_directory_in_process_too(tmp_path):
     with pytest.raises(RunLocked, match=r"already open for writing in this process \(PID \d+"):
         RunStore(tmp_path / "r", {"a": 1})
     store.close()
-    RunStore(tmp_path / "r", {"a": 1}).close()                 # closing hands the directory on
+    store = RunStore(tmp_path / "r", {"a": 1})                 # closing hands the directory on
+    with store._tx():                                           # a finished episode: another config is refused
+        store.db.execute("INSERT INTO episodes (harness_sha, task_id, seed, attempt, status) VALUES ('s','t',0,0,'ok')")
+    store.close()
     with pytest.raises(ConfigDrift):                            # a refused open releases the lock too
         RunStore(tmp_path / "r", {"a": 2})
     RunStore(tmp_path / "r", {"a": 1}).close()

@@ -38,10 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _oserror_line(exc: OSError) -> str:
-    """One line for an OSError nothing more precise caught: the error, the file, what to do."""
+def _oserror_line(exc: OSError, out=None) -> str:
+    """One line for an OSError nothing more precise caught: the error, the file (else the command's ``--out``,
+    where it was writing), what to do."""
     import errno
-    where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f) or "a file jitlab read or wrote"
+    import socket
+    if isinstance(exc, socket.gaierror | socket.herror):  # a host or port, not a file
+        return f"a network address was refused ({exc.strerror or exc}); check the host and --port given"
+    where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f) or (
+        f"a file under {out}" if out else "a file jitlab read or wrote")
     todo = {errno.ENOSPC: "free space, then rerun the same command (a run resumes where it stopped)",
             errno.EACCES: "check its permissions or choose another path", errno.EPERM: "choose another path",
             errno.EROFS: "choose a path on a writable file system", errno.EEXIST: "something is in the way; "
@@ -64,14 +69,27 @@ def main(argv: list[str] | None = None) -> int:
     except JitlabError as exc:
         print(f"jitlab: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if os.environ.get("JITLAB_DEBUG"):
+            raise
+        print("\njitlab: interrupted; what finished is recorded, episodes in flight rerun: rerun the same command to "
+              "resume", file=sys.stderr)
+        return 130
     # Backstop for user mistakes no precise check caught (a file where a folder goes, a full disk, a damaged
     # database): one line, not a traceback. JITLAB_DEBUG=1 shows the traceback.
     except (OSError, sqlite3.DatabaseError) as exc:
         if os.environ.get("JITLAB_DEBUG"):
             raise
-        line = _oserror_line(exc) if isinstance(exc, OSError) else (
-            f"an SQLite file jitlab read or wrote failed ({exc}); if it is a run's run.sqlite, rerun with --new-run "
-            "(the old file is kept beside it); if it is the replay cache, delete $JITLAB_HOME/replay.sqlite")
+        out = getattr(args, "out", None)
+        if isinstance(exc, OSError):
+            line = _oserror_line(exc, out)
+        elif "disk is full" in str(exc):
+            line = (f"no space left on the device writing an SQLite file{f' under {out}' if out else ''} ({exc}); "
+                    "free space, then rerun the same command (a run resumes where it stopped)")
+        else:
+            line = (f"an SQLite file jitlab read or wrote failed ({exc}); if it is a run's run.sqlite, rerun with "
+                    "--new-run (the old file is kept beside it); if it is the replay cache, delete "
+                    "$JITLAB_HOME/replay.sqlite")
         print(f"jitlab: error: {line} (JITLAB_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
     finally:

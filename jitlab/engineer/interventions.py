@@ -47,6 +47,8 @@ def _verb(action: str) -> str:
 
 def mine(run_dirs: list[str | Path], threshold: float = 0.1) -> Interventions:
     """Interventions from the finished episodes of ``run_dirs`` (one backbone's runs; see the module docstring)."""
+    from jitlab.fields import check_number
+    check_number("--threshold", threshold, "float", min=0.0, max=1.0)  # a share of steps
     from jitlab.engineer.packets import _action, step_marks
     from jitlab.store import load
     steps_n, marks_n, good, bad = 0, Counter(), Counter(), Counter()

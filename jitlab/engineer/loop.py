@@ -181,13 +181,15 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     from jitlab.engineer.packets import build_packet, packet_json
     from jitlab.engineer.proposer import OFFLINE, make_engineer
     from jitlab.envs.base import get_suite
-    from jitlab.harness import resolve
+    from jitlab.harness import read_files, resolve
     from jitlab.jit.repair import dev_task_for
+    from jitlab.llm.base import check_options
     check_fields(cfg)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     suite = get_suite(cfg.suite)
     base_folder = resolve(cfg.harness)
+    read_files(base_folder)  # a broken harness folder (a missing file, not UTF-8) is refused before out is written
+    check_options(cfg.backbone, cfg.backbone_options)  # so is a bad backbone or option
     tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
     dev_task = dev_task_for(suite, tasks[0])
     same_kind = cfg.engineer.partition(":")[0] == cfg.backbone.partition(":")[0]
@@ -196,6 +198,7 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     engineer = make_engineer(cfg.engineer, None if engineer_backbone is None else (
         lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")),
         **({} if engineer_backbone is None else {"max_new_tokens": cfg.engineer_tokens}))
+    out.mkdir(parents=True, exist_ok=True)
     log = out / "candidates.jsonl"
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
 

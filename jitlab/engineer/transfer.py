@@ -54,7 +54,7 @@ class TransferConfig:
     max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
     threshold: float = field(default=0.1, metadata={"help": "interventions: share of steps a pattern needs",
-                                                    "min": 0.0})
+                                                    "min": 0.0, "max": 1.0})
     allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str = field(default="runs/transfer", metadata={"help": "output directory", "nonempty": True})
@@ -114,14 +114,14 @@ def run_transfer(cfg: TransferConfig) -> dict:
     from jitlab.engineer.loop import _tasks, delta, run_batch
     from jitlab.engineer.patches import apply_patch, patch_identity
     from jitlab.harness import resolve
-    from jitlab.llm.base import check_name
+    from jitlab.llm.base import check_options
     check_fields(cfg)
     learners, targets = _names(cfg.learn_on), _names(cfg.apply_to)
     if not learners:
         raise ConfigError("transfer: --learn-on names no backbone; give one or more, comma-separated")
     columns = targets + [n for n in learners if n not in targets]
     for name in columns:
-        check_name(name)
+        check_options(name, {})  # a missing hf: folder too, before out is written
     if len({slug(n) for n in columns}) != len(columns):
         raise ConfigError(f"transfer: backbones {columns} collide as folder names; rename one")
     out = Path(cfg.out)

@@ -82,7 +82,7 @@ from jitlab.harness import (
 from jitlab.jit.pareto import dominates, pareto_front, weakly_dominates
 from jitlab.jit.retrieval import bm25_sims, embedder, embedder_error, score_entries
 from jitlab.resolve import resolved_or_raw
-from jitlab.store import transaction
+from jitlab.store import connect_readonly, transaction
 
 __all__ = [
     "DEFAULT_BANK_PATH",
@@ -252,8 +252,8 @@ class Bank:
             raise ConfigError(f"{self.path} is {reason}; it was left unchanged. Move it aside (a JIT run with this "
                               "bank does so itself and starts a fresh one) or pass --bank PATH")
         try:
-            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
-                                      timeout=self.config.busy_timeout_s, isolation_level=None)
+            self.db = connect_readonly(self.path, self.config.busy_timeout_s, check_same_thread=False,
+                                      isolation_level=None)
             self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"{self.path} cannot be read ({exc}); pass --bank PATH of a harness bank") from exc
@@ -319,7 +319,7 @@ class Bank:
     def _tx(self):
         if self.readonly:
             raise ConfigError(f"{self.path} was opened read-only; open Bank(path) to write it")
-        return transaction(self.db, self._lock)
+        return transaction(self.db, self._lock, self.path)  # SQLite errors name bank.sqlite (a full disk, damage)
 
     # -- harnesses ------------------------------------------------------------------------------------
     def add(self, harness: str | Path | dict, generator: str, parents: list[str] | None = None,
@@ -704,7 +704,7 @@ def _check_file(path: Path) -> str | None:
     if head != _SQLITE_HEADER:
         return "not an SQLite file"
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+        db = connect_readonly(path, 10)
     except sqlite3.Error as exc:
         return f"cannot be opened ({exc})"
     try:

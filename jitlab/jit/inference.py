@@ -164,6 +164,11 @@ class JITConfig:
             check_name(generator_backbone(self.generator))
         elif self.generator != "compose":
             raise ConfigError(f"--generator must be 'compose', 'code:<backbone>' or 'plan:<backbone>', got {self.generator!r}")
+        else:  # before the run directory and the bank (whose embedding model loads first) are written
+            from jitlab.jit.generate.compose import STRATEGIES
+            if self.compose_strategy not in STRATEGIES:
+                raise ConfigError(f"--compose-strategy must be one of {', '.join(STRATEGIES)}, got "
+                                  f"{self.compose_strategy!r}")
         if self.judge_backbone:
             check_name(self.judge_backbone)
         if self.concurrency < 1 or (self.mode == "streaming" and self.concurrency > 1):
@@ -303,7 +308,8 @@ class _JIT:
         self.backbones["judge"] = exec_bb if judge == cfg.backbone else LazyBackbone(judge, cfg.backbone_options)
         self.store = store or RunStore(self.out, config, new_run=cfg.new_run)
         try:  # a failure here must not keep the run's lock held in this process (a notebook would stay locked)
-            if cfg.new_run:  # a new run starts from B0 with an empty repair log; the old ones stay beside it
+            if cfg.new_run or getattr(self.store, "restarted", None):  # a new run starts from B0 with an empty
+                # repair log (also when the store set aside an unstarted run of another config); the old stay beside
                 from jitlab.store import set_aside
                 set_aside(self.out / "bank.sqlite")
                 set_aside(self.out / "repairs.jsonl")

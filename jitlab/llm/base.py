@@ -19,7 +19,8 @@ from typing import Protocol, runtime_checkable
 from jitlab.errors import ConfigError, UnknownName
 from jitlab.protocol import Completion
 
-__all__ = ["BACKENDS", "NAMED", "Backbone", "Completion", "backend_config", "check_name", "get_backbone", "weights_of"]
+__all__ = ["BACKENDS", "NAMED", "OPTIONS", "Backbone", "Completion", "backend_config", "check_name", "check_options",
+           "get_backbone", "weights_of"]
 
 
 @runtime_checkable
@@ -59,12 +60,43 @@ def weights_of(name: str) -> str:
             "scripted": f"scripted test double {rest}"}.get(kind, name)
 
 
+# each backend's options dataclass, so options are checked before a run writes anything (check_options)
+OPTIONS = {
+    "embedded": "jitlab.llm.hf:HFConfig",
+    "gemma3-270m": "jitlab.llm.hf:HFConfig",
+    "hf": "jitlab.llm.hf:HFConfig",
+    "litellm": "jitlab.llm.litellm_backend:LiteLLMConfig",
+    "llamacpp": "jitlab.llm.llamacpp:LlamaCppConfig",
+    "scripted": "jitlab.llm.scripted:ScriptedConfig",
+}
+
+
 def backend_config(kind: str, config_cls, options: dict):
-    """``config_cls(**options)`` for a backend's options dataclass; ConfigError naming unknown options and the known."""
+    """``config_cls(**options)`` for a backend's options dataclass; ConfigError naming unknown options and the
+    known, or a value its field metadata refuses (``--backbone-option temperature must be a finite number``)."""
+    from jitlab.fields import check_fields
     known = {f.name for f in fields(config_cls)}
     if unknown := sorted(set(options) - known):
         raise ConfigError(f"unknown {kind} backbone option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return config_cls(**options)
+    cfg = config_cls(**options)
+    check_fields(cfg, prefix="--backbone-option ", typed=True)
+    return cfg
+
+
+def check_options(name: str, options: dict) -> None:
+    """Raise ConfigError for a backbone name or options its backend would refuse when it loads (an unknown or
+    out-of-range option, a missing local checkpoint), without loading anything: runs call it (through
+    LazyBackbone) before they write a record."""
+    import importlib
+    check_name(name)
+    kind, _, rest = name.partition(":")
+    module, _, attr = OPTIONS[kind].partition(":")
+    module = importlib.import_module(module)
+    backend_config(kind, getattr(module, attr), options)
+    if kind in NAMED:  # its model package
+        module.check_installed(kind)
+    elif hasattr(module, "check_spec"):  # a local checkpoint or GGUF file
+        module.check_spec(rest)
 
 
 def check_name(name: str) -> None:
@@ -81,7 +113,7 @@ def check_name(name: str) -> None:
 def get_backbone(name: str, **options) -> Backbone:
     """Build a backbone from its name (see module docstring). ``options`` go to the backend."""
     import importlib
-    check_name(name)
+    check_options(name, options)
     kind, _, rest = name.partition(":")
     module, _, attr = BACKENDS[kind].partition(":")
     factory = getattr(importlib.import_module(module), attr)

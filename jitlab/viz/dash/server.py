@@ -60,16 +60,38 @@ def free_port() -> int:
 def serve(run_dirs, port: int = 0, show: bool = True, live: bool = False, poll_s: float = 2.0,
           window: int = 5, trust_code: bool = False, threaded: bool = False):
     """Serve ``app(run_dirs)`` at http://127.0.0.1:PORT/ (blocks unless ``threaded``)."""
+    import errno
+
     import panel as pn
 
+    from jitlab.errors import ConfigError, StorageError
+    from jitlab.fields import check_number
+    from jitlab.store import load
     from jitlab.viz.figures import expand_runs
+    check_number("--port", port, "int", min=0, max=65535)
+    check_number("--poll-s", poll_s, "float", min_exclusive=0)
+    check_number("--window", window, "int", min=1)
     runs = [str(r) for r in expand_runs(run_dirs)]     # fail now, not in the first browser session
+    for run in runs:
+        try:
+            load(run)  # a damaged run.sqlite is one line here, not a page with nothing on it
+        except StorageError as exc:
+            raise StorageError(f"{exc}; or leave {run} out of `jitlab dash`") from exc
+        except ConfigError:
+            if not live:  # a live dashboard may watch a run that has not written its records yet
+                raise
     port = port or free_port()
     print(f"jitlab dash: http://127.0.0.1:{port}/  ({len(runs)} run{'s' * (len(runs) > 1)}"
           f"{', live' if live else ''})", flush=True)
-    return pn.serve(lambda: app(runs, live, poll_s, window, trust_code), port=port, address="127.0.0.1",
-                    websocket_origin=[f"127.0.0.1:{port}", f"localhost:{port}"], show=show,
-                    title="jitlab dash", threaded=threaded)
+    try:
+        return pn.serve(lambda: app(runs, live, poll_s, window, trust_code), port=port, address="127.0.0.1",
+                        websocket_origin=[f"127.0.0.1:{port}", f"localhost:{port}"], show=show,
+                        title="jitlab dash", threaded=threaded)
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            raise
+        raise ConfigError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); pass another "
+                          "--port, or 0 for a free one") from exc
 
 
 def main(argv: list[str] | None = None) -> int:

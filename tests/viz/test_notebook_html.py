@@ -1,0 +1,64 @@
+"""Issue 27 item 13: the HTML copies `jitlab batch --html` renders (docs/notebooks/*.html) carry BokehJS and Panel
+inline, so their interactive plots draw offline, not only with a CDN reachable."""
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("papermill")
+pytest.importorskip("hvplot")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from browser_helpers import N_FIGURES, headless_chromium, requires_chromium  # noqa: E402
+
+
+def _render(tmp_path, tables: bool = False) -> str:
+    """A tiny notebook with one hvplot line (and a Tabulator with ``tables``) through ``jitlab batch --html``."""
+    from jitlab.cli import main
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell("n = 5")
+    params.metadata["tags"] = ["parameters"]
+    cells = [params, nbformat.v4.new_code_cell(f"from jitlab.viz import notebook as V\nV.setup(tables={tables})"),
+             nbformat.v4.new_code_cell("import pandas as pd\ndf = pd.DataFrame({'x': range(n), 'y': range(n)})\n"
+                                       "df.hvplot.line('x', 'y')")]
+    if tables:
+        cells.append(nbformat.v4.new_code_cell("import panel as pn\npn.widgets.Tabulator(df)"))
+    nb.cells = cells
+    nbformat.write(nb, tmp_path / "plots.ipynb")
+    (tmp_path / "grid.yaml").write_text("runs:\n  - {}\n")
+    assert main(["batch", str(tmp_path / "plots.ipynb"), "--grid", str(tmp_path / "grid.yaml"), "--out",
+                 str(tmp_path / "out"), "--html", str(tmp_path / "html")]) == 0
+    return str(tmp_path / "html" / "plots.html")
+
+
+def test_html_copies_hold_bokehjs_inline(tmp_path):
+    """jitlab batch NB --grid notebooks/grids/defaults.yaml --out o --html docs/notebooks: before, each page loaded
+    BokehJS from https://cdn.bokeh.org/bokeh/release/bokeh-<version>.min.js (blank plots offline)."""
+    page = Path(_render(tmp_path)).read_text()
+    assert "cdn.bokeh.org/bokeh/release" not in page
+    assert "Bokeh Contributors" in page and "register_models" in page   # BokehJS itself (its header, its code)
+
+
+@pytest.mark.slow
+@requires_chromium
+def test_html_copies_draw_their_plots_with_no_network(tmp_path):
+    """The same page opened in headless Chromium with every host unresolvable: the plot paints and the table shows.
+    Before: 0 figures painted."""
+    page = _render(tmp_path, tables=True)
+    driver = headless_chromium("1200,900", 60, "--host-resolver-rules=MAP * ~NOTFOUND")
+    try:
+        driver.get(f"file://{page}")
+        deadline, painted = time.time() + 30, 0
+        while time.time() < deadline and not painted:
+            painted = driver.execute_script(N_FIGURES)
+            time.sleep(0.5)
+        tables = driver.execute_script(
+            "function walk(r, out){ for (const el of r.querySelectorAll('*')) { out.push(el); if (el.shadowRoot) "
+            "walk(el.shadowRoot, out); } return out; } return walk(document, []).filter(e => "
+            "e.classList.contains('tabulator')).length;")
+    finally:
+        driver.quit()
+    assert painted >= 1 and tables >= 1
