@@ -693,6 +693,7 @@ def _solve_on_worker(fields: dict, run_key: str, index: int, spent: tuple) -> di
                            "concurrency": 1})
         jit = _JIT(cfg, store=_RecordingStore())
         jit.run_key = run_key   # bank evaluations and repair records name the real run directory
+        jit.bar = Progress(0, quiet=True)   # solve() reports to the bar run() makes; here the driver's bar counts
         _WORKERS[key] = (jit, scratch)
     jit, scratch = _WORKERS[key]
     for name in ("harnesses", "candidates"):
