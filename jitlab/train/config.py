@@ -110,8 +110,9 @@ class TrainingCommon:
     max_length: int = field(default=1024, metadata={"help": "tokens per example (prompt + completion)", "min": 16, **TOKENS_MAX})
     batch_size: int = field(default=1, metadata={"help": "per-device batch size", "min": 1, **BATCH_MAX})
     grad_accum: int = field(default=4, metadata={"help": "gradient accumulation steps", "min": 1})
-    warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps warming up the learning rate",
-                                                       "min": 0, "max": 1})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps warming up the learning rate "
+                                                               "(floor(ratio x steps), never every step: a 1-step "
+                                                               "run has none)", "min": 0, "max": 1})
     lr_scheduler: str = field(default="cosine", metadata={"help": "transformers scheduler name", "nonempty": True})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank", "min": 1, **RANK_MAX})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha", "min": 1})

@@ -82,6 +82,11 @@ def test_the_smoke_pipeline_end_to_end_and_resumed(tmp_path):
     steps = manifest["steps"]
     assert steps["stage1"]["outputs"]["phases"]["dpo"]["global_step"] == 1
     assert steps["stage3"]["outputs"]["phases"]["grpo"]["global_step"] == 1      # 1 task < grad_accum: still a step
+    from safetensors.torch import load_file
+    adapters = sorted(out.glob("stage*/*/adapter/adapter_model.safetensors"))
+    assert len(adapters) >= 4                                                   # stage1 sft + dpo, stage2, stage3
+    for path in adapters:   # issue 27 item 15: 1-step phases ran at lr 0 and saved all-zero LoRA B matrices
+        assert any(k.endswith("lora_B.weight") and v.abs().sum() > 0 for k, v in load_file(path).items()), path
     assert set(steps["validity"]["outputs"]) == set(steps["streaming"]["outputs"]) == {"base", "stage3"}
     stage3 = json.loads((out / "stage3" / "manifest.json").read_text())
     assert stage3["below"][-1].endswith("stage2/sft/adapter")                  # III starts from II, II from I
