@@ -179,7 +179,9 @@ def _step(name: str, cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
         inputs = {"seeds": seeds, "executor": cfg.executor, "limit": cfg.baseline_limit, **cfg.baseline_options}
         if cfg.runs:
             return {"runs": cfg.runs}, {"skipped": "runs given", "runs": cfg.runs}
-        rows = run_grid(cfg.suite, seeds, cfg.executor, limit=cfg.baseline_limit, out_root=out / "baselines",
+        # absolute: run_grid takes a relative out_root from the repository root, every other step from the
+        # working directory, and a pipeline's folder is one place
+        rows = run_grid(cfg.suite, seeds, cfg.executor, limit=cfg.baseline_limit, out_root=out.absolute() / "baselines",
                         split="dev", allow_unisolated=cfg.allow_unisolated, **cfg.baseline_options)
         return inputs, {"runs": list(rows["run_dir"]), "success_rate": dict(zip(rows["harness"], rows["success_rate"]))}
     if name == "data1":

@@ -54,6 +54,22 @@ def test_a_rerun_skips_finished_steps_and_a_changed_step_reruns(tmp_path):
     assert on_disk["steps"]["data1"]["inputs"]["max_pairs_per_task"] == 1
 
 
+def test_a_relative_out_puts_every_step_under_the_working_directory(tmp_path, monkeypatch):
+    """Issue 27 item 16: ``cd /elsewhere && jitlab train pipeline --config c.yaml --out runs/x`` wrote its baselines
+    into the checkout (``<repo>/runs/x/baselines``: run_grid resolves against the repository root) and the other
+    steps under ``/elsewhere/runs/x``; every step now writes under the working directory."""
+    from jitlab.paths import repo_root
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    manifest = run_steps(PipelineConfig(**{**TOY, "seeds": ["react"], "baseline_limit": 1}), "runs/x",
+                         ["baselines", "data1"])
+    runs = manifest["steps"]["baselines"]["outputs"]["runs"]
+    assert runs and all(Path(r).is_relative_to(work / "runs" / "x" / "baselines") for r in runs), runs
+    assert (work / "runs" / "x" / "data1").is_dir() and (work / "runs" / "x" / "pipeline.json").is_file()
+    assert not (repo_root() / "runs" / "x").exists()
+
+
 def test_cli_bad_config_is_one_line(tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("stage1: {sft_steps: 2}\nsuit: toy\n")
