@@ -10,10 +10,11 @@ harness -> ``build_packet`` -> the engineer proposes K patches (hooks.py overlay
 each is checked and validated (jitlab.engineer.patches: static checks, then a sandboxed smoke episode) -> a
 valid patch re-runs the same batch -> Δ = success(patched) − success(base) over the (task id, seed) pairs
 both runs finished (``pairs`` in the record; a pair one side did not finish is listed in ``unpaired``).
-The best patch with Δ ≥ 0 is kept (ties: the first proposed); it becomes the next round's harness only when
-its Δ > 0. Base and patched runs are run the same way: both in the sandbox (``isolation="sandbox"``),
-so isolation cannot skew Δ. Every batch is a ``jitlab.runner.run`` of the batch's slice (``offset``/``limit``),
-``concurrency`` episodes at once (the hf engine batches their backbone calls), with one model for the whole loop.
+A patch is kept only when its Δ > 0: the best of the round (highest Δ, ties: the first proposed) is kept and
+becomes the next round's harness, and a round whose best Δ is 0 or less keeps none. Base and patched runs are
+run the same way: both in the sandbox (``isolation="sandbox"``), so isolation cannot skew Δ. Every batch is a
+``jitlab.runner.run`` of the batch's slice (``offset``/``limit``), ``concurrency`` episodes at once (the hf engine
+batches their backbone calls), with one model for the whole loop.
 ``disjoint`` (tasks ``offset+batch .. offset+2*batch``) and ``test`` (the first N test tasks of the family)
 re-measure base vs the kept patch; the base runs there even when no patch was kept (then Δ is 0: the kept
 harness is the base). ``summary.json`` lists each measured run directory under ``runs`` (batch, disjoint, test:
