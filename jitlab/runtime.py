@@ -300,7 +300,9 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         agent.limit_wall(clock)
     try:
         obs = _env_call(env.reset, seed=seed)
-        agent.begin(env.spec, obs)
+        # the harness sees the budget it has: a lower --max-steps in the task's max_steps and budget sentence
+        agent.begin(env.spec.with_max_steps(budget.max_steps) if hasattr(env.spec, "with_max_steps") else env.spec,
+                    obs)
         while not obs.done and step < max_steps:
             if getattr(llm, "spend_stopped", False):
                 break  # the run's spend cap refused a call and the harness carried on: stop here
