@@ -106,8 +106,9 @@ def read_files(folder: str | Path) -> dict[str, str]:
     sizes = {name: (folder / name).stat().st_size for name in names}
     for name, size in sizes.items():
         if size > MAX_FILE_BYTES:
-            raise HarnessError(f"{folder / name} is {size} bytes, over the {MAX_FILE_BYTES}-byte limit on one harness "
-                               "file; a harness file is code or a short YAML: shrink it", file=name, kind="import_error")
+            raise HarnessError(f"{size} bytes in harness folder {folder}, over the {MAX_FILE_BYTES}-byte limit on one "
+                               "harness file; a harness file is code or a short YAML: shrink it", file=name,
+                               kind="import_error")
     if sum(sizes.values()) > MAX_FOLDER_BYTES:
         raise HarnessError(f"harness folder {folder} holds {sum(sizes.values())} bytes in its harness files, over the "
                            f"{MAX_FOLDER_BYTES}-byte limit on a harness; shrink its files", file=max(sizes, key=sizes.get),

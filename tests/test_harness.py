@@ -99,7 +99,8 @@ def test_a_harness_file_over_the_cap_is_refused_by_name_without_reading_it(react
     from jitlab.cli import main
     from jitlab.harness import MAX_FILE_BYTES
     _sparse(react_copy / "description.yaml", 64 * MAX_FILE_BYTES)
-    with pytest.raises(HarnessError, match=r"description.yaml is 67108864 bytes, over the 1048576-byte limit") as err:
+    limit = r"description.yaml: 67108864 bytes in harness folder .*, over the 1048576-byte limit"
+    with pytest.raises(HarnessError, match=limit) as err:
         read_files(react_copy)
     assert err.value.file == "description.yaml"
     out = tmp_path / "run"
