@@ -6,6 +6,9 @@ A harness folder holds ``memory.py`` (class ``Memory``), ``planning.py`` (class 
 modules). An optional ``hooks.py`` (class ``Hooks``) holds lifecycle hooks added by an engineer.
 Each class is built with no arguments; configuration lives in class attributes.
 
+The trusted parent reads an untrusted folder before sandboxing it (identity, resume), so ``read_files``
+reads at most ``MAX_FILE_BYTES`` per file and ``MAX_FOLDER_BYTES`` in all and refuses a larger folder by name.
+
 ``resolve(name_or_path)`` finds a seed by short name in ``seed_bank/`` (a case study as
 ``case_studies/<name>``) or takes a folder path.
 
@@ -47,6 +50,10 @@ MODULE_FILES = {
 YAML_FILES = ("prompt.yaml", "description.yaml")
 OPTIONAL_FILES = {"hooks.py": ("Hooks", ())}
 HARNESS_FILES = tuple(MODULE_FILES) + YAML_FILES
+# what the parent reads of a harness folder: the largest seed file is 22 KB and the largest seed 37 KB, so these
+# leave generated harnesses ample room while a 1 GiB (sparse) description.yaml is refused, not read into memory
+MAX_FILE_BYTES = 1 << 20
+MAX_FOLDER_BYTES = 4 << 20
 
 
 def seed_bank_dir() -> Path:
@@ -96,13 +103,30 @@ def read_files(folder: str | Path) -> dict[str, str]:
         raise HarnessError(f"harness folder {folder} is missing {', '.join(missing)} "
                            f"(a harness needs {', '.join(HARNESS_FILES)})", file=missing[0], kind="import_error")
     names = list(HARNESS_FILES) + [f for f in OPTIONAL_FILES if (folder / f).is_file()]
-    return {name: _read_text(folder / name) for name in names}
+    sizes = {name: (folder / name).stat().st_size for name in names}
+    for name, size in sizes.items():
+        if size > MAX_FILE_BYTES:
+            raise HarnessError(f"{size} bytes in harness folder {folder}, over the {MAX_FILE_BYTES}-byte limit on one "
+                               "harness file; a harness file is code or a short YAML: shrink it", file=name,
+                               kind="import_error")
+    if sum(sizes.values()) > MAX_FOLDER_BYTES:
+        raise HarnessError(f"harness folder {folder} holds {sum(sizes.values())} bytes in its harness files, over the "
+                           f"{MAX_FOLDER_BYTES}-byte limit on a harness; shrink its files", file=max(sizes, key=sizes.get),
+                           kind="import_error")
+    return {name: _read_capped(folder / name) for name in names}
 
 
-def _read_text(path: Path) -> str:
-    """A harness file's text; HarnessError naming the file and the byte when it is not UTF-8."""
+def _read_capped(path: Path) -> str:
+    """A harness file's text, reading no more than ``MAX_FILE_BYTES`` bytes (it may have grown since it was
+    measured); HarnessError naming the file and the byte when it is not UTF-8."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise HarnessError(f"{path} grew past the {MAX_FILE_BYTES}-byte limit on one harness file while it was read",
+                           file=path.name, kind="import_error")
     try:
-        return path.read_text(encoding="utf-8")
+        # universal newlines, as Path.read_text gives them
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as exc:
         raise HarnessError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
                            "save it as UTF-8", file=path.name, kind="import_error") from None
@@ -151,9 +175,9 @@ _KEY = {"memory.py": "memory", "planning.py": "planner", "tool_policy.py": "poli
 _FILE_OF = {v: k for k, v in _KEY.items()}
 
 
-def _load_yaml(folder: Path, name: str) -> dict:
+def _load_yaml(files: dict[str, str], name: str) -> dict:
     try:
-        data = yaml.safe_load((folder / name).read_text()) or {}
+        data = yaml.safe_load(files[name]) or {}
     except yaml.YAMLError as exc:
         raise HarnessError(f"invalid YAML: {exc}", file=name, kind="parse_error") from exc
     if not isinstance(data, dict):
@@ -192,9 +216,9 @@ def _load(folder: Path) -> Harness:
             raise HarnessError(f"class {cls_name} lacks method(s) {', '.join(absent)}", file=file,
                                kind="interface_mismatch")
         classes[_KEY[file]] = cls
-    description = _load_yaml(folder, "description.yaml")
+    description = _load_yaml(files, "description.yaml")
     return Harness(name=str(description.get("name", folder.name)), folder=folder, sha=sha, classes=classes,
-                   prompts=_load_yaml(folder, "prompt.yaml"), description=description, files=files)
+                   prompts=_load_yaml(files, "prompt.yaml"), description=description, files=files)
 
 
 def _import(package: str, folder: Path, file: str) -> types.ModuleType:

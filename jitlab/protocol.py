@@ -190,7 +190,8 @@ class Agent(Protocol):
     """What :func:`jitlab.runtime.run_episode` drives, one episode at a time: ``begin`` with the task and the
     first observation, then per step ``decide`` (the next Decision) and ``observe`` (the environment's reply).
     Implementations: ``HarnessAgent`` (a harness in this process), ``SandboxedAgent`` (in a child process; it
-    also has ``close``) and the suites' oracles (privileged sanity checks)."""
+    also has ``close``, and ``limit_wall(clock)`` to bound its child by the episode's wall budget) and the
+    suites' oracles (privileged sanity checks)."""
     def begin(self, task: Any, obs: Observation) -> None: ...
     def decide(self, step: int) -> Decision: ...
     def observe(self, decision: Decision, obs: Observation, step: int) -> None: ...

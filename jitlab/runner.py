@@ -21,7 +21,7 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
-from jitlab.fields import SEED_MAX, check_fields
+from jitlab.fields import RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.progress import Progress
 from jitlab.runtime import (
@@ -57,7 +57,7 @@ class RunConfig:
     offset: int = field(default=0, metadata={"help": "index of the first task in the split", "min": 0})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (from --offset)", "min": 1})
     seed: int = field(default=0, metadata={"help": "episode seed (env reset and cache key)", "min": 0, "max": SEED_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
+    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
     max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     isolation: str = field(default="auto", metadata={"help": "auto (seeds in-process, others sandboxed) | sandbox | none",
@@ -67,9 +67,9 @@ class RunConfig:
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/<suite>-<harness>-<backbone>)",
                                                     "nonempty": True})
-    concurrency: int = field(default=1, metadata={"help": "episodes run at once", "min": 1})
+    concurrency: int = field(default=1, metadata={"help": "episodes run at once", "min": 1, **WORKERS_MAX})
     retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation",
-                                              "min": 0})
+                                              "min": 0, **RETRIES_MAX})
     new_run: bool = field(default=False, metadata={"help": "start over even if the config changed (old records kept)"})
     quiet: bool = field(default=False, metadata={"help": "print nothing per episode"})
     max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend "

@@ -27,7 +27,7 @@ from jitlab.protocol import (
 )
 
 __all__ = ["EPISODE_MAX_TOKENS", "EPISODE_MAX_WALL_S", "Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend",
-           "SpendCapReached", "run_episode"]
+           "SpendCapReached", "WallClock", "run_episode"]
 
 
 # The default budget of one episode, written once: Budget, RunConfig, JITConfig and the CLI read these.
@@ -269,24 +269,45 @@ def _env_call(fn, *args, **kwargs):
         raise InfraError(f"environment {getattr(fn, '__qualname__', fn)} failed: {type(exc).__name__}: {exc}") from exc
 
 
+class WallClock:
+    """The episode's wall budget as the episode loop counts it: the harness's own time plus its calls' compute,
+    since the episode started; time its calls waited for a shared model (``llm.queue_s``) is not its cost.
+    ``run_episode`` checks it between steps; an agent that can stop its own code mid-step (``SandboxedAgent``)
+    gets it through ``limit_wall(clock)`` and bounds each request by ``left()``."""
+
+    def __init__(self, max_wall_s: float, llm):
+        self.max_wall_s, self.llm, self.start = max_wall_s, llm, time.perf_counter()
+
+    def left(self) -> float:
+        """Seconds of the budget left (negative once it is spent)."""
+        return self.max_wall_s - (time.perf_counter() - self.start - getattr(self.llm, "queue_s", 0.0))
+
+    def exceeded(self) -> BudgetExceeded:
+        return BudgetExceeded(f"wall budget {self.max_wall_s}s spent (not counting "
+                              f"{getattr(self.llm, 'queue_s', 0.0):.1f}s queued for the backbone)")
+
+
 def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_step=None) -> EpisodeResult:
     """Run one episode. ``agent`` has begin/decide/observe (a HarnessAgent or a sandbox proxy).
     ``on_step(dict)`` receives every step's record. Harness exceptions end the episode with
     ``harness_error``; InfraError propagates as ``infra_error`` so the runner retries it."""
-    start = time.perf_counter()
+    clock = WallClock(budget.max_wall_s, llm)
+    start = clock.start
     max_steps = budget.max_steps or env.spec.max_steps
     result = EpisodeResult(status="ok")
     step = 0
+    if hasattr(agent, "limit_wall"):  # it can stop a request that outlives the budget (a hung act() or import)
+        agent.limit_wall(clock)
     try:
         obs = _env_call(env.reset, seed=seed)
-        agent.begin(env.spec, obs)
+        # the harness sees the budget it has: a lower --max-steps in the task's max_steps and budget sentence
+        agent.begin(env.spec.with_max_steps(budget.max_steps) if hasattr(env.spec, "with_max_steps") else env.spec,
+                    obs)
         while not obs.done and step < max_steps:
             if getattr(llm, "spend_stopped", False):
                 break  # the run's spend cap refused a call and the harness carried on: stop here
-            # the harness's own time plus its calls' compute: waiting for a shared model is not the harness's cost
-            if time.perf_counter() - start - getattr(llm, "queue_s", 0.0) > budget.max_wall_s:
-                raise BudgetExceeded(f"wall budget {budget.max_wall_s}s spent (not counting "
-                                     f"{getattr(llm, 'queue_s', 0.0):.1f}s queued for the backbone)")
+            if clock.left() < 0:
+                raise clock.exceeded()
             step += 1
             llm.step = step
             tokens_before = llm.tokens

@@ -1,7 +1,8 @@
 """The Ray executor (jitlab/cluster.py) on a real local Ray started by this module (``ray.init(num_cpus=2)``, one
 cluster for all its tests): a grid and a static JIT run give the same records as the local executor, and a grid
 whose worker is SIGKILLed mid-cell fails that cell only and resumes with no episode lost or duplicated.
-Backbones are scripted test doubles; the toy suite. The static JIT and batch tests are slow (``make test-slow``):
+Backbones are scripted test doubles; the toy suite. A two-task static JIT run on Ray is in the default run; the
+comparison of static JIT with the local executor and the batch test are slow (``make test-slow``):
 ``pytest -m slow tests/test_cluster.py`` runs them."""
 import json
 import os
@@ -103,6 +104,37 @@ def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_no
     assert _final_rows(again["run_dir"]) == _final_rows(local_grid["run_dir"])  # nothing lost, nothing twice
     eps = load(killed[0])["episodes"]
     assert (eps["status"] == "interrupted").sum() == 1 and eps.groupby("task_id")["final"].sum().eq(1).all()
+
+
+def test_static_jit_on_ray_solves_its_tasks(cluster, tmp_path):
+    """Issue 27 item 14: ``jitlab jit --suite toy --mode static --executor ray --backbone scripted:pick-hash
+    --limit 2 --n-candidates 1 --retrieval bm25 --no-cache`` failed every task with ``AttributeError: '_JIT' object
+    has no attribute 'bar'`` (the worker calls solve(); only run() made the bar). The default run covers the Ray
+    static path with this small run; the slow test below compares it with the local executor."""
+    from jitlab.jit.inference import JITConfig, run_jit
+    from jitlab.sandbox import probe
+    out = run_jit(JITConfig(suite="toy", mode="static", backbone="scripted:pick-hash", limit=2, n_candidates=1,
+                            retrieval="bm25", cache=False, smoke_steps=1, quiet=True, executor="ray", concurrency=2,
+                            allow_unisolated=not probe()[0], out=str(tmp_path / "ray")))
+    eps = load(out)["episodes"]
+    assert eps["final"].sum() == 2 and set(eps[eps["final"]]["status"]) <= {"ok", "budget"}
+    assert json.loads((out / "summary.json").read_text())["n_episodes"] == 2
+
+
+def test_the_ray_workers_function_solves_a_static_task_in_process(tmp_path):
+    """Issue 27 item 14, without starting Ray: the function each Ray worker runs (``_solve_on_worker``) solves a
+    task and returns its records; on main it raised ``AttributeError: '_JIT' object has no attribute 'bar'``."""
+    from dataclasses import asdict
+
+    from jitlab.jit.inference import JITConfig, _solve_on_worker
+    from jitlab.sandbox import probe
+    cfg = JITConfig(suite="toy", mode="static", backbone="scripted:pick-hash", limit=1, n_candidates=1,
+                    retrieval="bm25", cache=False, smoke_steps=1, quiet=True, executor="ray",
+                    allow_unisolated=not probe()[0], out=str(tmp_path / "run"))
+    r = _solve_on_worker(asdict(cfg), str(tmp_path / "run"), 0, (0.0, 0))
+    finished = [e["result"]["status"] for e in r["episodes"] if e["result"]]
+    assert r["index"] == 0 and finished and finished[-1] in ("ok", "budget") and r["harnesses"]
+    assert not (tmp_path / "run").exists()   # a worker writes nothing in the run directory
 
 
 @pytest.mark.slow   # ~30 s: every candidate is validated in the sandbox, twice (local, then Ray)

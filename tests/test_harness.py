@@ -86,3 +86,37 @@ def test_symlink_inside_the_folder_is_fine(react_copy):
     (react_copy / "prompt.yaml").unlink()
     (react_copy / "prompt.yaml").symlink_to("notes.yaml")
     assert read_files(react_copy)["prompt.yaml"] == (react_copy / "notes.yaml").read_text()
+
+
+def _sparse(path, size: int) -> None:
+    with open(path, "wb") as f:
+        f.truncate(size)  # a hole: no disk, but a whole read would take `size` bytes of memory
+
+
+def test_a_harness_file_over_the_cap_is_refused_by_name_without_reading_it(react_copy, tmp_path, capsys):
+    """Issue 27 item 4: ``truncate -s 1G h/description.yaml && jitlab run --suite toy --harness h --backbone
+    scripted:pick-first`` read the sparse file whole in the trusted parent (2.09 GB); now one line names it."""
+    from jitlab.cli import main
+    from jitlab.harness import MAX_FILE_BYTES
+    _sparse(react_copy / "description.yaml", 64 * MAX_FILE_BYTES)
+    limit = r"description.yaml: 67108864 bytes in harness folder .*, over the 1048576-byte limit"
+    with pytest.raises(HarnessError, match=limit) as err:
+        read_files(react_copy)
+    assert err.value.file == "description.yaml"
+    out = tmp_path / "run"
+    rc = main(["run", "--suite", "toy", "--harness", str(react_copy), "--backbone", "scripted:pick-first", "--out",
+               str(out), "--no-cache", "--quiet"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "description.yaml" in lines[0] and "limit" in lines[0], lines
+    assert not out.exists()  # refused before anything is written
+
+
+def test_a_harness_folder_over_the_total_cap_is_refused(react_copy):
+    """Issue 27 item 4: files each under the per-file cap but together over ``MAX_FOLDER_BYTES`` are refused too."""
+    from jitlab.harness import MAX_FILE_BYTES, MAX_FOLDER_BYTES
+    for name in ("memory.py", "planning.py", "tool_policy.py", "action.py", "prompt.yaml"):
+        _sparse(react_copy / name, MAX_FILE_BYTES)
+    assert 5 * MAX_FILE_BYTES > MAX_FOLDER_BYTES
+    with pytest.raises(HarnessError, match=rf"holds \d+ bytes in its harness files, over the {MAX_FOLDER_BYTES}-byte"):
+        read_files(react_copy)
+    assert len(read_files(load_harness("react").folder)) >= 6  # a real harness is far below both caps

@@ -180,3 +180,51 @@ def test_score_calls_are_counted_and_priced():
     assert llm.score([{"role": "user", "content": "pick one of these"}], ["go east", "eat"]) == [-7.0, -3.0]
     assert calls[0]["kind"] == "score" and calls[0]["prompt_tokens"] == 7 and calls[0]["completion_tokens"] == 0
     assert calls[0]["cost"] == pytest.approx(7 * 2.0 / 1e6) == llm.cost
+
+
+class _OneStepEnv:
+    """A TEST DOUBLE environment: the given task spec, one step to the end (no game is generated)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def reset(self, seed=0):
+        from jitlab.protocol import Observation
+        return Observation("start", candidates=["look"])
+
+    def step(self, tool, args):
+        from jitlab.protocol import Observation
+        return Observation("end", done=True)
+
+    def score(self):
+        from jitlab.envs.base import Score
+        return Score(False, 0.0)
+
+
+@pytest.mark.parametrize("suite, budget_text", [("textworld", "Budget: at most 5 commands."),
+                                                 ("babyai", "Budget: 5 actions.")])
+def test_the_harness_is_told_the_step_cap_it_has(suite, budget_text):
+    """Issue 27 item 17: ``jitlab run --suite textworld --max-steps 5 ...`` showed the harness "Budget: at most 25
+    commands." and ``max_steps`` 25 (the task's own); the task it is given now says the cap of the episode."""
+    from jitlab.envs.base import get_suite
+    from jitlab.protocol import Decision
+    spec = get_suite(suite).tasks("dev")[0]
+    assert spec.max_steps > 5 and f"{spec.max_steps} " in spec.description
+
+    class Recorder:  # a TEST DOUBLE agent: keeps the task it was given, always looks
+        def begin(self, task, obs):
+            self.task = task
+
+        def decide(self, step):
+            return Decision("act", {"command": "look"})
+
+        def observe(self, decision, obs, step):
+            pass
+    agent = Recorder()
+    llm = LLMHandle(get_scripted("pick-first"))
+    run_episode(_OneStepEnv(spec), agent, llm, Budget(max_steps=5))
+    assert agent.task.max_steps == 5 and budget_text in agent.task.description
+    assert agent.task.description.replace(budget_text, "") == spec.description.replace(
+        budget_text.replace("5", str(spec.max_steps)), "")          # nothing else changed
+    run_episode(_OneStepEnv(spec), agent, llm, Budget(max_steps=500))
+    assert agent.task is spec                                         # a cap above the task's own changes nothing

@@ -6,8 +6,9 @@
 
 A field ``max_wall_s`` becomes ``--max-wall-s``; a ``bool`` field that defaults to False a flag, one that
 defaults to True a ``--no-<name>`` flag; ``int`` / ``float`` / ``str`` fields take a value (``| None``
-allowed); ``metadata["choices"]`` limits the values; ``metadata["metavar"]`` names the value. Options the
-user did not give are left out of the namespace (``argparse.SUPPRESS``), so the dataclass default applies.
+allowed); ``metadata["choices"]`` limits the values; ``metadata["metavar"]`` names the value; a count's
+upper bound (``max_why``) shows as "at most N". Options the user did not give are left out of the namespace
+(``argparse.SUPPRESS``), so the dataclass default applies.
 ``backbone_options: dict`` is the repeatable ``--backbone-option KEY=VALUE`` plus ``--api-base``.
 Validation stays in the dataclass's ``__post_init__`` (ConfigError, printed by ``jitlab`` as one line).
 """
@@ -61,6 +62,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, *, required=(), e
                 parser.add_argument(option, dest=f.name, action="store_true", default=argparse.SUPPRESS, help=text)
             continue
         shown = "" if default is None or f.name in required else f" (default: {default})"
+        if "max_why" in meta:  # a count's upper bound (jitlab.fields): the error says why
+            shown += f" (at most {meta['max']})"
         parser.add_argument(option, dest=f.name, type=_TYPES.get(kind, str), default=argparse.SUPPRESS,
                             required=f.name in required, choices=meta.get("choices"), metavar=meta.get("metavar"),
                             help=text + shown)

@@ -10,10 +10,11 @@ harness -> ``build_packet`` -> the engineer proposes K patches (hooks.py overlay
 each is checked and validated (jitlab.engineer.patches: static checks, then a sandboxed smoke episode) -> a
 valid patch re-runs the same batch -> Δ = success(patched) − success(base) over the (task id, seed) pairs
 both runs finished (``pairs`` in the record; a pair one side did not finish is listed in ``unpaired``).
-The best patch with Δ ≥ 0 is kept (ties: the first proposed); it becomes the next round's harness only when
-its Δ > 0. Base and patched runs are run the same way: both in the sandbox (``isolation="sandbox"``),
-so isolation cannot skew Δ. Every batch is a ``jitlab.runner.run`` of the batch's slice (``offset``/``limit``),
-``concurrency`` episodes at once (the hf engine batches their backbone calls), with one model for the whole loop.
+A patch is kept only when its Δ > 0: the best of the round (highest Δ, ties: the first proposed) is kept and
+becomes the next round's harness, and a round whose best Δ is 0 or less keeps none. Base and patched runs are
+run the same way: both in the sandbox (``isolation="sandbox"``), so isolation cannot skew Δ. Every batch is a
+``jitlab.runner.run`` of the batch's slice (``offset``/``limit``), ``concurrency`` episodes at once (the hf engine
+batches their backbone calls), with one model for the whole loop.
 ``disjoint`` (tasks ``offset+batch .. offset+2*batch``) and ``test`` (the first N test tasks of the family)
 re-measure base vs the kept patch; the base runs there even when no patch was kept (then Δ is 0: the kept
 harness is the base). ``summary.json`` lists each measured run directory under ``runs`` (batch, disjoint, test:
@@ -36,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError
-from jitlab.fields import SEED_MAX, check_fields
+from jitlab.fields import CANDIDATES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.runtime import EPISODE_MAX_TOKENS, Budget, LLMHandle
 
 __all__ = ["EngineerConfig", "delta", "evaluate_patch", "run_batch", "run_engineer"]
@@ -59,20 +60,20 @@ class EngineerConfig:
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     batch: int = field(default=6, metadata={"help": "tasks in the batch", "min": 1})
     offset: int = field(default=0, metadata={"help": "index of the batch's first task in the split", "min": 0})
-    rounds: int = field(default=1, metadata={"help": "engineer rounds (each from the kept patch)", "min": 1})
-    k: int = field(default=4, metadata={"help": "patches proposed per round", "min": 1})
+    rounds: int = field(default=1, metadata={"help": "engineer rounds (each from the kept patch)", "min": 1, **ROUNDS_MAX})
+    k: int = field(default=4, metadata={"help": "patches proposed per round", "min": 1, **CANDIDATES_MAX})
     seed: int = field(default=0, metadata={"help": "episode seed of every run", "min": 0, "max": SEED_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
+    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
     disjoint: bool = field(default=False, metadata={"help": "also measure Δ on the next batch of the same split"})
     test: int = field(default=0, metadata={"help": "also measure Δ on the first N test tasks (0: no)", "min": 0})
-    smoke_steps: int = field(default=3, metadata={"help": "steps of a patch's sandboxed smoke episode", "min": 0})
+    smoke_steps: int = field(default=3, metadata={"help": "steps of a patch's sandboxed smoke episode", "min": 0, **STEPS_MAX})
     allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str = field(default="runs/engineer", metadata={"help": "output directory", "nonempty": True})
     quiet: bool = field(default=False, metadata={"help": "print nothing per candidate"})
     concurrency: int = field(default=6, metadata={"help": "episodes of a batch run at once; the hf engine batches "
-                                                          "their calls", "min": 1})
+                                                          "their calls", "min": 1, **WORKERS_MAX})
 
     def __post_init__(self):
         check_fields(self)

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError
-from jitlab.fields import SEED_MAX, check_fields
+from jitlab.fields import CANDIDATES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.runtime import EPISODE_MAX_TOKENS
 
 __all__ = ["COLUMNS", "LABELS", "TableConfig", "run_table", "table_rows"]
@@ -54,12 +54,12 @@ class TableConfig:
     backbone: str = field(default="embedded", metadata={"help": "backbone the harnesses run with"})
     batch: int = field(default=6, metadata={"help": "tasks in the batch (and in the disjoint batch)", "min": 1})
     offset: int = field(default=0, metadata={"help": "index of the batch's first dev task", "min": 0})
-    k: int = field(default=4, metadata={"help": "patches proposed per engineer", "min": 1})
+    k: int = field(default=4, metadata={"help": "patches proposed per engineer", "min": 1, **CANDIDATES_MAX})
     test: int = field(default=10, metadata={"help": "test tasks (the first N of the test split; 0: none)", "min": 0})
     seed: int = field(default=0, metadata={"help": "episode seed of every run", "min": 0, "max": SEED_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
+    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
-    concurrency: int = field(default=6, metadata={"help": "episodes of a batch run at once", "min": 1})
+    concurrency: int = field(default=6, metadata={"help": "episodes of a batch run at once", "min": 1, **WORKERS_MAX})
     cache: bool = field(default=True, metadata={"help": "use the replay cache (answers the repeated base runs)"})
     allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
     out: str = field(default="runs/engineer-table", metadata={"help": "output directory", "nonempty": True})

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError
-from jitlab.fields import SEED_MAX, check_fields
+from jitlab.fields import SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.runtime import EPISODE_MAX_TOKENS
 
 __all__ = ["METHODS", "TransferConfig", "learn_overlay", "run_transfer", "slug"]
@@ -51,7 +51,7 @@ class TransferConfig:
     dev: int | None = field(default=None, metadata={"help": "dev tasks to learn from (default: --limit)", "min": 1})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     seed: int = field(default=0, metadata={"help": "episode seed of every run", "min": 0, "max": SEED_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1})
+    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
     threshold: float = field(default=0.1, metadata={"help": "interventions: share of steps a pattern needs",
                                                     "min": 0.0, "max": 1.0})
@@ -60,7 +60,7 @@ class TransferConfig:
     out: str = field(default="runs/transfer", metadata={"help": "output directory", "nonempty": True})
     quiet: bool = field(default=False, metadata={"help": "print nothing per run"})
     concurrency: int = field(default=6, metadata={"help": "episodes of a run at once; the hf engine batches their "
-                                                          "calls", "min": 1})
+                                                          "calls", "min": 1, **WORKERS_MAX})
 
     def __post_init__(self):
         check_fields(self)

@@ -6,7 +6,9 @@ to a zero-argument factory), so importing this module stays cheap.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -20,8 +22,9 @@ __all__ = ["SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_s
 @dataclass
 class TaskSpec:
     """One task. ``description`` is written for a harness generator: what the task is, what tools
-    exist, what success means, the budgets. ``data`` holds what the suite needs to build the env
-    (never shown to the harness: it may hold answers)."""
+    exist, what success means, the budgets (the step budget as "Budget: [at most] <max_steps> ...", which
+    :meth:`with_max_steps` rewrites). ``data`` holds what the suite needs to build the env (never shown to the
+    harness: it may hold answers)."""
     id: str
     suite: str
     family: str
@@ -30,6 +33,14 @@ class TaskSpec:
     tools: list[Capability] = field(default_factory=list)
     max_steps: int = 30
     data: dict = field(default_factory=dict, repr=False)
+
+    def with_max_steps(self, max_steps: int | None) -> TaskSpec:
+        """The task as an episode with a lower step cap (``--max-steps``) presents it: ``max_steps`` and the
+        description's budget sentence say the cap. A cap of None or at least the task's own changes nothing."""
+        if max_steps is None or max_steps >= self.max_steps:
+            return self
+        text = re.sub(rf"(Budget: (?:at most )?){self.max_steps}\b", rf"\g<1>{max_steps}", self.description)
+        return dataclasses.replace(self, max_steps=max_steps, description=text)
 
     def public(self) -> dict:
         """The part a harness may see (no ``data``)."""

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
-from jitlab.fields import SEED_MAX, check_fields
+from jitlab.fields import CANDIDATES_MAX, REFERENCES_MAX, RETRIES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.record import read_jit_record
 from jitlab.progress import Progress
@@ -95,22 +95,25 @@ class JITConfig:
     seed: int = field(default=0, metadata={"help": "episode seed (env reset, cache key, generator randomness)",
                                            "min": 0, "max": SEED_MAX})
     n_candidates: int | None = field(default=None, metadata={"help": "candidates per task (default 4 static, "
-                                                                     "1 streaming)", "min": 1})
+                                                                     "1 streaming)", "min": 1, **CANDIDATES_MAX})
     selector: str = field(default="validity", metadata={"help": "validity | logprob | judge (never benchmark scores)",
                                                        "choices": ("validity", "logprob", "judge")})
-    k_references: int = field(default=3, metadata={"help": "references retrieved from the bank per task", "min": 1})
+    k_references: int = field(default=3, metadata={"help": "references retrieved from the bank per task", "min": 1,
+                                                   **REFERENCES_MAX})
     compose_strategy: str = field(default="auto", metadata={"help": "compose strategy (jitlab.jit.generate.compose)"})
-    max_repair_rounds: int = field(default=2, metadata={"help": "repair rounds at most", "min": 0})
-    smoke_steps: int = field(default=3, metadata={"help": "steps of each validation smoke episode (dev task)", "min": 1})
+    max_repair_rounds: int = field(default=2, metadata={"help": "repair rounds at most", "min": 0, **ROUNDS_MAX})
+    smoke_steps: int = field(default=3, metadata={"help": "steps of each validation smoke episode (dev task)", "min": 1,
+                                                  **STEPS_MAX})
     avoid_retries: int = field(default=3, metadata={"help": "streaming: regenerations of a candidate identical to a "
-                                                            "harness that failed on this family (0: off)", "min": 0})
+                                                            "harness that failed on this family (0: off)", "min": 0,
+                                                    **RETRIES_MAX})
     avoid_after: int = field(default=2, metadata={"help": "streaming: tasks a harness must have failed (reward 0 on "
                                                           "each) before the novelty rule avoids it", "min": 1})
     on_invalid: str = field(default="fallback", metadata={"help": "no valid candidate after repair: 'fallback' runs "
                                                                   "the nearest reference, 'fail' records a harness_error",
                                                         "choices": ("fallback", "fail")})
     max_steps: int | None = field(default=None, metadata={"help": "step cap of the task episode; default: the task's",
-                                                          "min": 1})
+                                                          "min": 1, **STEPS_MAX})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "execution tokens per episode", "min": 1})
     gen_max_tokens: int = field(default=40_000, metadata={"help": "tokens per generation/repair call set", "min": 1})
     max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
@@ -124,9 +127,9 @@ class JITConfig:
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/jit-<suite>-<mode>-<generator>)",
                                                     "nonempty": True})
     retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation",
-                                              "min": 0})
+                                              "min": 0, **RETRIES_MAX})
     concurrency: int = field(default=1, metadata={"help": "static mode: tasks solved at once (a stream is solved "
-                                                          "in order, so streaming needs 1)", "min": 1})
+                                                          "in order, so streaming needs 1)", "min": 1, **WORKERS_MAX})
     executor: str = field(default="local", metadata={"help": "static mode: 'local' (threads of this process) or 'ray' "
                                                             "(one Ray task per task, --concurrency at once; this process "
                                                             "alone writes the records; RAY_ADDRESS picks the cluster)",
@@ -698,6 +701,7 @@ def _solve_on_worker(fields: dict, run_key: str, index: int, spent: tuple) -> di
                            "concurrency": 1})
         jit = _JIT(cfg, store=_RecordingStore())
         jit.run_key = run_key   # bank evaluations and repair records name the real run directory
+        jit.bar = Progress(0, quiet=True)   # solve() reports to the bar run() makes; here the driver's bar counts
         _WORKERS[key] = (jit, scratch)
     jit, scratch = _WORKERS[key]
     for name in ("harnesses", "candidates"):

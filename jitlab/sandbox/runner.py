@@ -24,10 +24,14 @@ observation, ``close``, or garbage collection). Without bubblewrap or user names
 runner refuses (SandboxSetupError, an InfraError) unless ``allow_unisolated=True``, which runs
 the same child without namespaces and says so in ``agent.isolation`` and a warning.
 
+Two wall clocks bound each request: ``wall_s`` (backbone time does not count against it) and, when
+``run_episode`` hands the agent the episode's clock (``limit_wall``), what is left of the episode's
+``max_wall_s``: a harness that hangs in ``act()`` or at import ends at its episode budget as ``budget``
+(BudgetExceeded), not at the sandbox's fixed limit.
+
 Caveats: ``--die-with-parent`` is tied to the *thread* that started the child: start episodes
-from threads that outlive them (a thread pool is fine). Backbone time does not count against
-``wall_s``. Diagnostics' file/line for crashes and violations come from the child's stderr
-and are best effort.
+from threads that outlive them (a thread pool is fine). Diagnostics' file/line for crashes and
+violations come from the child's stderr and are best effort.
 """
 from __future__ import annotations
 
@@ -454,9 +458,10 @@ class _Child:
         return Diagnostic("crash", f"the child {how}{where} (os._exit, sys.exit outside a request, or a fatal "
                           "error)", file=file, line=line, traceback=tail[-2000:], phase=self.phase)
 
-    def load(self) -> tuple[str, str]:
-        """Wait for ``ready`` after ``hello``: the harness compiles, imports and constructs."""
-        deadline = time.monotonic() + self.config.wall_s
+    def load(self, deadline: float | None = None) -> tuple[str, str]:
+        """Wait for ``ready`` after ``hello``: the harness compiles, imports and constructs (by ``deadline``,
+        a ``time.monotonic()`` value; default: ``wall_s`` from now)."""
+        deadline = time.monotonic() + self.config.wall_s if deadline is None else deadline
         for _ in range(_MAX_PROGRESS):
             message = self.recv(("progress", "ready", "fail"), deadline)
             if message["op"] == "progress":
@@ -524,6 +529,25 @@ class SandboxedAgent(Agent):
         self._child: _Child | None = None
         self._finalizer = None
         self._pending: BaseException | None = None
+        self._clock = None  # the episode's WallClock (limit_wall), or None: wall_s alone bounds a request
+        self._episode_bound = False  # the last deadline handed out was the episode budget's, not wall_s
+
+    def limit_wall(self, clock) -> None:
+        """Bound every request of the coming episode by ``clock.left()`` too (``run_episode`` calls it)."""
+        self._clock = clock
+
+    def _deadline(self, request_s: float) -> float:
+        """The ``time.monotonic()`` deadline of a request with ``request_s`` seconds of ``wall_s`` left: the
+        sooner of that and the end of the episode's wall budget."""
+        now = time.monotonic()
+        left = self._clock.left() if self._clock is not None else float("inf")
+        self._episode_bound = left < request_s
+        return now + min(request_s, max(left, 0.0))
+
+    def _budget_verdict(self, diagnostic: Diagnostic) -> None:
+        """A request that timed out at the episode's budget ends the episode as ``budget``, like the loop's check."""
+        if diagnostic.kind == "timeout_wall" and self._episode_bound and self._pending is None:
+            self._pending = self._clock.exceeded()
 
     # -- agent protocol --
     def begin(self, task, obs) -> None:
@@ -533,9 +557,11 @@ class SandboxedAgent(Agent):
         self._child = _Child(self.folder, self.config, self.isolation, mode="agent")
         self._child.start()
         self._finalizer = weakref.finalize(self, self._child.kill)
+        self._pending = None
         try:
-            self.name, self.sha = self._child.load()
+            self.name, self.sha = self._child.load(self._deadline(self.config.wall_s))
         except _ChildFailed as failed:
+            self._budget_verdict(failed.diagnostic)
             self._failed(failed.diagnostic)
         self.stats["episodes"] += 1
         self.stats["start_s"] += time.perf_counter() - start
@@ -578,9 +604,9 @@ class SandboxedAgent(Agent):
         start = time.perf_counter()
         paused = 0.0
         try:
-            child.send({"op": op, **fields}, time.monotonic() + self.config.wall_s)
+            child.send({"op": op, **fields}, self._deadline(self.config.wall_s))
             while True:
-                deadline = time.monotonic() + self.config.wall_s - (time.perf_counter() - start - paused)
+                deadline = self._deadline(self.config.wall_s - (time.perf_counter() - start - paused))
                 message = child.recv(("chat", "score", "done", "fail"), deadline)
                 kind = message["op"]
                 if kind in ("chat", "score"):
@@ -598,6 +624,7 @@ class SandboxedAgent(Agent):
                                                "shape", phase=op))
                     return result
         except _ChildFailed as failed:
+            self._budget_verdict(failed.diagnostic)
             self._failed(failed.diagnostic)
         finally:
             self.stats["requests"] += 1

@@ -12,6 +12,7 @@ and ``adapter/`` with a ``DONE`` record; a phase whose adapter is DONE is skippe
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import asdict
@@ -21,7 +22,7 @@ from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.train.records import versions, write_json, write_jsonl
 
 __all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
-           "policy_generator", "train_phase", "training_arguments"]
+           "policy_generator", "train_phase", "training_arguments", "warmup_steps"]
 
 DONE = "DONE"
 # what may change between a run and its resume (logging and checkpoint cadence, evaluation size, speed)
@@ -43,13 +44,33 @@ def policy_generator(fmt: str, backbone: str = "policy", code_references: int = 
     return get_generator(f"{fmt}:{backbone}", None, **extra, **config)
 
 
-def training_arguments(cfg, output_dir: Path, steps: int | None, epochs: float, learning_rate: float) -> dict:
-    """The TrainingArguments fields every phase shares; CPU-safe precision and checkpointing from the config."""
+def warmup_steps(ratio: float, steps: int) -> int:
+    """Warm-up steps of a run of ``steps`` optimizer steps: ``floor(ratio * steps)``, and never all of them.
+    The linear warm-up gives step 0 a learning rate of 0, so transformers' ``ceil(ratio * steps)`` made a 1-step
+    (smoke) run train nothing: with this rule a 1-step run has no warm-up and every run has a step with lr > 0."""
+    return max(0, min(math.floor(ratio * steps), steps - 1))
+
+
+def _optimizer_steps(cfg, steps: int | None, epochs: float, examples: int | None) -> int | None:
+    """The run's optimizer steps: ``steps``, else a lower bound from the examples and epochs (None if unknown)."""
+    if steps:
+        return steps
+    if examples is None:
+        return None
+    return max(1, math.floor(epochs * max(1, -(-examples // cfg.batch_size) // cfg.grad_accum)))
+
+
+def training_arguments(cfg, output_dir: Path, steps: int | None, epochs: float, learning_rate: float,
+                       examples: int | None = None) -> dict:
+    """The TrainingArguments fields every phase shares; CPU-safe precision and checkpointing from the config.
+    ``examples`` (the rows trained on) sizes the warm-up of an epoch-based run (:func:`warmup_steps`)."""
+    total = _optimizer_steps(cfg, steps, epochs, examples)
     return {
         "output_dir": str(output_dir), "max_length": cfg.max_length, "num_train_epochs": epochs,
         "max_steps": steps or -1, "learning_rate": learning_rate,
         "per_device_train_batch_size": cfg.batch_size, "gradient_accumulation_steps": cfg.grad_accum,
-        "warmup_steps": cfg.warmup_ratio, "lr_scheduler_type": cfg.lr_scheduler, "logging_steps": cfg.logging_steps,
+        "warmup_steps": warmup_steps(cfg.warmup_ratio, total) if total else cfg.warmup_ratio,
+        "lr_scheduler_type": cfg.lr_scheduler, "logging_steps": cfg.logging_steps,
         "save_strategy": "steps", "save_steps": cfg.save_steps, "save_total_limit": cfg.save_total_limit,
         "report_to": [r for r in cfg.reporters() if r != "none"] or "none", "bf16": cfg.bf16,
         "activation_checkpointing": cfg.gradient_checkpointing, "use_cpu": cfg.use_cpu, "seed": cfg.seed,

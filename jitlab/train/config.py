@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from jitlab.errors import ConfigError
-from jitlab.fields import SEED_MAX, check_fields
+from jitlab.fields import CANDIDATES_MAX, REFERENCES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 
 __all__ = ["CONFIG_DIR", "EngineerDataConfig", "EngineerGRPOConfig", "EngineerSFTConfig", "Stage1Config",
            "Stage1DataConfig", "Stage2Config", "Stage2DataConfig", "Stage3Config", "TrainingCommon", "load_config"]
@@ -24,6 +24,11 @@ __all__ = ["CONFIG_DIR", "EngineerDataConfig", "EngineerGRPOConfig", "EngineerSF
 CONFIG_DIR = Path(__file__).parent / "configs"
 _REPORTERS = ("none", "tensorboard", "trackio", "mlflow", "wandb")
 FORMATS = ["plan", "code"]
+
+# upper bounds of the training counts that allocate per unit (jitlab.fields has the shared ones)
+TOKENS_MAX = {"max": 131_072, "max_why": "one example's activations grow with its tokens"}
+BATCH_MAX = {"max": 1024, "max_why": "each row holds max_length tokens of activations"}
+RANK_MAX = {"max": 1024, "max_why": "the adapters' parameters grow with the rank"}
 
 
 def check_format(value: str) -> None:
@@ -41,9 +46,9 @@ class Stage1DataConfig:
     splits: list = field(default_factory=lambda: ["dev", "train"], metadata={
         "help": "task splits the data may come from; 'test' is refused (never train on test)"})
     k_references: int = field(default=3, metadata={"help": "references retrieved for each example's prompt (as at "
-                                                             "inference)", "min": 0})
+                                                             "inference)", "min": 0, **REFERENCES_MAX})
     smoke_steps: int = field(default=0, metadata={"help": "validation smoke steps per teacher harness (0: load and "
-                                                           "interface check only)", "min": 0})
+                                                           "interface check only)", "min": 0, **STEPS_MAX})
     max_pairs_per_task: int = field(default=8, metadata={"help": "preference pairs kept per task", "min": 0})
     examples_per_task: int = field(default=1, metadata={"help": "SFT examples per task: its best harnesses, "
                                                                 "best first", "min": 1})
@@ -56,7 +61,7 @@ class Stage1DataConfig:
                 "library subclasses (thin, ~800 tokens: fits a 135M model's 8k context beside the prompt)",
         "choices": ["resolved", "thin"]})
     code_references: int = field(default=1, metadata={"help": "references shown with their code in a code prompt "
-                                                              "(code:<backbone>'s code_references)", "min": 0})
+                                                              "(code:<backbone>'s code_references)", "min": 0, **REFERENCES_MAX})
 
     def __post_init__(self):
         check_fields(self, typed=True)  # --set and YAML values arrive parsed, not as strings
@@ -83,7 +88,7 @@ class Stage2DataConfig:
     suite: str = field(default="textworld", metadata={"help": "suite whose first dev task the smoke episodes run on "
                                                               "and the repair prompts show", "nonempty": True})
     smoke_steps: int = field(default=2, metadata={"help": "smoke episode steps (runtime faults show only there)",
-                                                  "min": 1})
+                                                  "min": 1, **STEPS_MAX})
     heldout_seeds: list = field(default_factory=lambda: ["roma", "gam"], metadata={
         "help": "inputs whose faults form the held-out split (evaluation, not training)"})
     heldout_ops: list = field(default_factory=lambda: ["view_returns_str", "param_type"], metadata={
@@ -103,13 +108,14 @@ class TrainingCommon:
     """What every training stage shares: the policy backbone, lengths, batch, LoRA, checkpoints, tracker, precision."""
     base: str = field(default="embedded", metadata={"help": "policy backbone: embedded or hf:<local dir>",
                                                     "nonempty": True})
-    max_length: int = field(default=1024, metadata={"help": "tokens per example (prompt + completion)", "min": 16})
-    batch_size: int = field(default=1, metadata={"help": "per-device batch size", "min": 1})
+    max_length: int = field(default=1024, metadata={"help": "tokens per example (prompt + completion)", "min": 16, **TOKENS_MAX})
+    batch_size: int = field(default=1, metadata={"help": "per-device batch size", "min": 1, **BATCH_MAX})
     grad_accum: int = field(default=4, metadata={"help": "gradient accumulation steps", "min": 1})
-    warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps warming up the learning rate",
-                                                       "min": 0, "max": 1})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "share of steps warming up the learning rate "
+                                                               "(floor(ratio x steps), never every step: a 1-step "
+                                                               "run has none)", "min": 0, "max": 1})
     lr_scheduler: str = field(default="cosine", metadata={"help": "transformers scheduler name", "nonempty": True})
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank", "min": 1})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank", "min": 1, **RANK_MAX})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha", "min": 1})
     lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout", "min": 0, "max": 1})
     target_modules: str = field(default="all-linear", metadata={"help": "LoRA target modules (peft)",
@@ -175,7 +181,7 @@ class Stage2Config(TrainingCommon):
     steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides epochs)", "min": 1})
     learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})
     eval: bool = field(default=True, metadata={"help": "evaluate repair on the held-out faults after training"})
-    eval_rounds: int = field(default=2, metadata={"help": "repair rounds allowed in the evaluation", "min": 1})
+    eval_rounds: int = field(default=2, metadata={"help": "repair rounds allowed in the evaluation", "min": 1, **ROUNDS_MAX})
     eval_limit: int | None = field(default=None, metadata={"help": "held-out faults evaluated at most (default: all)",
                                                            "min": 1})
     eval_executor: str = field(default="scripted:pick-first", metadata={
@@ -249,14 +255,15 @@ class Stage3Config(TrainingCommon):
                                                       "min": 1})
     steps: int = field(default=6, metadata={"help": "GRPO optimizer steps", "min": 1})
     learning_rate: float = field(default=1e-5, metadata={"help": "GRPO learning rate (LoRA)", "min_exclusive": 0})
-    num_generations: int = field(default=4, metadata={"help": "group size G: candidates sampled per task", "min": 2})
-    max_completion_length: int = field(default=96, metadata={"help": "tokens per sampled plan", "min": 8})
+    num_generations: int = field(default=4, metadata={"help": "group size G: candidates sampled per task", "min": 2,
+                                                      **CANDIDATES_MAX})
+    max_completion_length: int = field(default=96, metadata={"help": "tokens per sampled plan", "min": 8, **TOKENS_MAX})
     k_references: int = field(default=3, metadata={"help": "references from the starting bank in each plan prompt "
-                                                             "(as Stage I's data and JIT inference)", "min": 0})
+                                                             "(as Stage I's data and JIT inference)", "min": 0, **REFERENCES_MAX})
     format: str = field(default="plan", metadata={"help": "what the policy samples: plans or harness files (code)",
                                                   "choices": FORMATS})
     code_references: int = field(default=1, metadata={"help": "references shown with their code in a code prompt "
-                                                              "(as Stage I's data)", "min": 0})
+                                                              "(as Stage I's data)", "min": 0, **REFERENCES_MAX})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
     beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})
     num_iterations: int = field(default=1, metadata={"help": "clipped updates per generated group (mu)", "min": 1})
@@ -269,8 +276,8 @@ class Stage3Config(TrainingCommon):
                                                                   "decoded tokens per task", "choices": ["calls", "tokens"]})
     executor: str = field(default="embedded", metadata={"help": "frozen backbone that runs the candidates' episodes",
                                                         "nonempty": True})
-    episode_steps: int = field(default=5, metadata={"help": "step cap of each evaluation episode", "min": 1})
-    smoke_steps: int = field(default=2, metadata={"help": "validation smoke steps", "min": 0})
+    episode_steps: int = field(default=5, metadata={"help": "step cap of each evaluation episode", "min": 1, **STEPS_MAX})
+    smoke_steps: int = field(default=2, metadata={"help": "validation smoke steps", "min": 0, **STEPS_MAX})
     fallback_incumbent: str = field(default="react", metadata={
         "help": "seed that stands as incumbent for a family the bank has no evaluation of", "nonempty": True})
     bank: str | None = field(default=None, metadata={"help": "bank to start from (copied into the run folder; "
@@ -311,7 +318,7 @@ class EngineerSFTConfig(TrainingCommon):
     data: str = field(default="", metadata={"help": "folder written by `jitlab train engineer data` (sft.jsonl)",
                                             "nonempty": True})
     max_length: int = field(default=3072, metadata={"help": "tokens per example (a TextWorld packet prompt is 2.0-2.2k "
-                                                            "tokens, a patch 60-160)", "min": 16})
+                                                            "tokens, a patch 60-160)", "min": 16, **TOKENS_MAX})
     epochs: float = field(default=2.0, metadata={"help": "SFT epochs (when steps is not set)", "min_exclusive": 0})
     steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides epochs)", "min": 1})
     learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})
@@ -332,8 +339,9 @@ class EngineerGRPOConfig(TrainingCommon):
     packets: int | None = field(default=None, metadata={"help": "packets used at most (default: all)", "min": 1})
     steps: int = field(default=4, metadata={"help": "GRPO optimizer steps", "min": 1})
     learning_rate: float = field(default=1e-5, metadata={"help": "GRPO learning rate (LoRA)", "min_exclusive": 0})
-    num_generations: int = field(default=4, metadata={"help": "group size K: patches sampled per packet", "min": 2})
-    max_completion_length: int = field(default=256, metadata={"help": "tokens per sampled patch", "min": 8})
+    num_generations: int = field(default=4, metadata={"help": "group size K: patches sampled per packet", "min": 2,
+                                                      **CANDIDATES_MAX})
+    max_completion_length: int = field(default=256, metadata={"help": "tokens per sampled patch", "min": 8, **TOKENS_MAX})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
     beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})
     num_iterations: int = field(default=1, metadata={"help": "clipped updates per generated group (mu)", "min": 1})
@@ -343,4 +351,4 @@ class EngineerGRPOConfig(TrainingCommon):
     allow_unisolated: bool = field(default=False, metadata={"help": "run patches without bubblewrap when it is "
                                                                     "unavailable (recorded)"})
     concurrency: int = field(default=6, metadata={"help": "episodes of a batch re-run at once; the hf engine batches "
-                                                          "their calls", "min": 1})
+                                                          "their calls", "min": 1, **WORKERS_MAX})

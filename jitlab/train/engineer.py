@@ -148,7 +148,7 @@ def run_engineer_sft(cfg: EngineerSFTConfig, out: str | Path) -> dict:
         tokenizer, model = load_base(cfg.base)
         kept = fitting(tokenizer, rows, cfg.max_length, "engineer sft")
         dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in kept])
-        args = SFTConfig(**common.training_arguments(cfg, folder, cfg.steps, cfg.epochs, cfg.learning_rate),
+        args = SFTConfig(**common.training_arguments(cfg, folder, cfg.steps, cfg.epochs, cfg.learning_rate, len(kept)),
                          packing=False)
         return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                           peft_config=lora_config(cfg)), len(rows) - len(kept)

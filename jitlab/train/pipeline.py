@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError
-from jitlab.fields import check_fields
+from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.train.config import FORMATS, Stage1DataConfig, check_format
 from jitlab.train.records import write_json
 
@@ -74,13 +74,13 @@ class PipelineConfig:
                                                       "choices": ["dev", "test"]})
     eval_limit: int = field(default=10, metadata={"help": "held-out tasks per evaluation", "min": 1})
     repair_rounds: int = field(default=2, metadata={"help": "repair rounds allowed in the validity evaluation",
-                                                    "min": 0})
+                                                    "min": 0, **ROUNDS_MAX})
     eval_max_new_tokens: int = field(default=160, metadata={"help": "tokens per plan (and repaired plan) in the "
                                                                     "validity evaluation", "min": 8})
     eval_smoke_steps: int = field(default=2, metadata={"help": "validation smoke steps in the validity evaluation",
-                                                       "min": 0})
+                                                       "min": 0, **STEPS_MAX})
     eval_concurrency: int = field(default=1, metadata={"help": "held-out tasks of the validity evaluation run at once "
-                                                               "(their calls batch in the hf engine)", "min": 1})
+                                                               "(their calls batch in the hf engine)", "min": 1, **WORKERS_MAX})
     eval_options: dict = field(default_factory=dict, metadata={"help": "JITConfig fields of the evaluations, e.g. "
                                                                        "{max_steps: 10, retrieval: bm25}"})
     allow_unisolated: bool = field(default=False, metadata={"help": "run harnesses without bubblewrap when it is "
@@ -179,7 +179,9 @@ def _step(name: str, cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
         inputs = {"seeds": seeds, "executor": cfg.executor, "limit": cfg.baseline_limit, **cfg.baseline_options}
         if cfg.runs:
             return {"runs": cfg.runs}, {"skipped": "runs given", "runs": cfg.runs}
-        rows = run_grid(cfg.suite, seeds, cfg.executor, limit=cfg.baseline_limit, out_root=out / "baselines",
+        # absolute: run_grid takes a relative out_root from the repository root, every other step from the
+        # working directory, and a pipeline's folder is one place
+        rows = run_grid(cfg.suite, seeds, cfg.executor, limit=cfg.baseline_limit, out_root=out.absolute() / "baselines",
                         split="dev", allow_unisolated=cfg.allow_unisolated, **cfg.baseline_options)
         return inputs, {"runs": list(rows["run_dir"]), "success_rate": dict(zip(rows["harness"], rows["success_rate"]))}
     if name == "data1":

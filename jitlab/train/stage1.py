@@ -36,11 +36,12 @@ from jitlab.train.records import file_sha256, read_jsonl, write_json
 __all__ = ["lora_config", "run_stage1", "training_arguments"]
 
 
-def training_arguments(cfg: Stage1Config, phase: str, output_dir: Path) -> dict:
+def training_arguments(cfg: Stage1Config, phase: str, output_dir: Path, examples: int | None = None) -> dict:
     """The TrainingArguments of phase ``sft`` or ``dpo`` (jitlab.train.common.training_arguments)."""
     if phase == "sft":
-        return common.training_arguments(cfg, output_dir, cfg.sft_steps, cfg.sft_epochs, cfg.sft_learning_rate)
-    return common.training_arguments(cfg, output_dir, cfg.dpo_steps, cfg.dpo_epochs, cfg.dpo_learning_rate)
+        return common.training_arguments(cfg, output_dir, cfg.sft_steps, cfg.sft_epochs, cfg.sft_learning_rate,
+                                         examples)
+    return common.training_arguments(cfg, output_dir, cfg.dpo_steps, cfg.dpo_epochs, cfg.dpo_learning_rate, examples)
 
 
 def _load_data(cfg: Stage1Config) -> tuple[list[dict], list[dict], dict]:
@@ -81,7 +82,7 @@ def run_stage1(cfg: Stage1Config, out: str | Path) -> dict:
         tokenizer, model = load_base(cfg.base)
         rows = fitting(tokenizer, sft_rows, cfg.max_length, "sft")
         dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-        args = SFTConfig(**training_arguments(cfg, "sft", folder), packing=False)
+        args = SFTConfig(**training_arguments(cfg, "sft", folder, len(rows)), packing=False)
         return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                           peft_config=lora_config(cfg)), len(sft_rows) - len(rows)
     manifest["phases"]["sft"] = train_phase("sft", out, sft_trainer, sft_rows, cfg.base, [])
@@ -96,7 +97,7 @@ def run_stage1(cfg: Stage1Config, out: str | Path) -> dict:
             dataset = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]}
                                          for r in rows])
             loss, weights = (["sigmoid", "sft"], [1.0, cfg.dpo_sft_weight]) if cfg.dpo_sft_weight else (["sigmoid"], None)
-            args = DPOConfig(**training_arguments(cfg, "dpo", folder), beta=cfg.dpo_beta, loss_type=loss,
+            args = DPOConfig(**training_arguments(cfg, "dpo", folder, len(rows)), beta=cfg.dpo_beta, loss_type=loss,
                              loss_weights=weights)
             return DPOTrainer(model=model, ref_model=None, args=args, train_dataset=dataset,
                               processing_class=tokenizer, peft_config=lora_config(cfg)), len(pairs) - len(rows)

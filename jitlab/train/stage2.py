@@ -40,8 +40,8 @@ from jitlab.train.records import file_sha256, read_jsonl, write_json, write_json
 __all__ = ["evaluate_repair", "load_repairs", "run_stage2", "training_arguments"]
 
 
-def training_arguments(cfg: Stage2Config, output_dir: Path) -> dict:
-    return common.training_arguments(cfg, output_dir, cfg.steps, cfg.epochs, cfg.learning_rate)
+def training_arguments(cfg: Stage2Config, output_dir: Path, examples: int | None = None) -> dict:
+    return common.training_arguments(cfg, output_dir, cfg.steps, cfg.epochs, cfg.learning_rate, examples)
 
 
 def load_repairs(data: str | Path, split: str, formats) -> tuple[list[dict], dict]:
@@ -92,7 +92,7 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
             tokenizer, model = load_base(base)
         kept = fitting(tokenizer, rows, cfg.max_length, "stage2 sft")
         dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in kept])
-        args = SFTConfig(**training_arguments(cfg, folder), packing=False)
+        args = SFTConfig(**training_arguments(cfg, folder, len(kept)), packing=False)
         return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                           peft_config=lora_config(cfg)), len(rows) - len(kept)
     manifest["phases"]["sft"] = train_phase("sft", out, sft_trainer, rows, base, below)

@@ -62,7 +62,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError, JitlabError
-from jitlab.fields import check_fields
+from jitlab.fields import WORKERS_MAX, check_fields
 from jitlab.progress import Progress
 from jitlab.store import DB_NAME, WriterLock, recorded_spend
 
@@ -78,7 +78,7 @@ class BatchConfig:
     notebook: str = field(default="", metadata={"help": "notebook to execute (.ipynb with a 'parameters' cell)"})
     grid: str = field(default="", metadata={"help": "YAML file: parameter -> list of values, and/or runs: [dicts]"})
     out: str = field(default="", metadata={"help": "output folder: executed notebooks + manifest.json"})
-    parallel: int | None = field(default=None, metadata={"help": "runs at once (default min(2, cpus))", "min": 1})
+    parallel: int | None = field(default=None, metadata={"help": "runs at once (default min(2, cpus))", "min": 1, **WORKERS_MAX})
     kernel: str | None = field(default=None, metadata={"help": "Jupyter kernel name (default: the notebook's)"})
     cwd: str = field(default="notebook", metadata={"help": "kernel working dir: 'notebook' (its folder) or 'run' (OUT/<id>/)",
                                                      "choices": ("notebook", "run")})

@@ -41,7 +41,9 @@ __all__ = ["collect", "expand_runs", "stream_curves", "final_accuracy", "pairing
            "jit_gain", "seed_bank_table", "fig_stream", "fig_pareto", "fig_jit_gain", "save",
            "write_table", "make_figures", "register", "write_readme", "RUN_COLUMNS", "EXTRA_COLUMNS"]
 
-RUN_COLUMNS = ["run", "run_name", "suite", "harness", "backbone", "mode", "method"]
+RUN_COLUMNS = ["run", "run_name", "suite", "harness", "backbone", "mode", "method", "run_generator", "settings"]
+# the config fields that make runs of one harness comparable (one seed-bank cell averages only runs that agree)
+SETTINGS = ("split", "family", "offset", "limit", "seed", "max_steps", "max_tokens")
 EXTRA_COLUMNS = ["stream_index", "generator", "gen_tokens", "select_tokens", "repair_tokens", "exec_tokens",
                  "gen_cost", "repair_cost", "exec_cost", "repair_rounds", "n_candidates", "valid_candidates",
                  "harness_dir", "references", "nearest_reference", "bank_size_before", "bank_size_after",
@@ -77,7 +79,9 @@ def collect(run_dirs, include_unfinished: bool = False):
     """One tidy DataFrame from many runs: one row per finished episode (all attempts when
     ``include_unfinished``), the episode columns of docs/records.md, the keys of ``extra`` as columns
     (``EXTRA_COLUMNS``), and run-level columns ``RUN_COLUMNS``. The episode's own harness name is kept
-    as ``episode_harness``; ``method`` is ``jit-<mode>`` for JIT runs, else the harness name."""
+    as ``episode_harness``; ``method`` is ``jit-<mode>`` for JIT runs (``jit-<mode> · <generator>`` when JIT runs of
+    one suite, mode and backbone used different generators, so they stay apart), else the harness name;
+    ``run_generator`` is a JIT run's generator and ``settings`` its ``SETTINGS`` as ``split=dev limit=5 ...``."""
     import pandas as pd
 
     from jitlab.store import load
@@ -102,6 +106,8 @@ def collect(run_dirs, include_unfinished: bool = False):
         eps["suite"], eps["backbone"] = config.get("suite"), config.get("backbone")
         eps["harness"], eps["mode"] = harness, mode
         eps["method"] = f"jit-{mode}" if mode in JIT_MODES else harness
+        eps["run_generator"] = config.get("generator") if mode in JIT_MODES else None
+        eps["settings"] = " ".join(f"{k}={config.get(k)}" for k in SETTINGS if config.get(k) is not None)
         frames.append(eps)
     if not frames:
         return pd.DataFrame(columns=RUN_COLUMNS + EXTRA_COLUMNS)
@@ -110,6 +116,11 @@ def collect(run_dirs, include_unfinished: bool = False):
     for col in ("cost", "tokens", "tool_calls", "prompt_tokens", "completion_tokens"):
         df[col] = pd.to_numeric(df[col], errors="coerce").fillna(0.0)
     df["stream_index"] = pd.to_numeric(df["stream_index"], errors="coerce")
+    jit = df["mode"].isin(JIT_MODES)
+    if jit.any():
+        several = df[jit].groupby(["suite", "mode", "backbone"], dropna=False)["run_generator"].transform("nunique") > 1
+        qualify = several[several].index
+        df.loc[qualify, "method"] = df.loc[qualify, "method"] + " · " + df.loc[qualify, "run_generator"].astype(str)
     return df
 
 
@@ -160,11 +171,11 @@ def final_accuracy(df):
     return rows.merge(_with_intervals(df, keys, "final_accuracy", {}), on=keys, how="left")
 
 
-def pairings(df):
-    """One row per (suite, method, backbone): n, score (success rate) with its Wilson 95% interval
-    (score_lo/_hi), cost_per_case and tokens_per_case with bootstrap 95% intervals (``_lo``/``_hi``),
+def pairings(df, by=()):
+    """One row per (suite, method, backbone) (and ``by`` columns): n, score (success rate) with its Wilson 95%
+    interval (score_lo/_hi), cost_per_case and tokens_per_case with bootstrap 95% intervals (``_lo``/``_hi``),
     tool_calls_per_case."""
-    keys = ["suite", "method", "backbone"]
+    keys = ["suite", "method", "backbone", *by]
     rows = df.groupby(keys, sort=True, dropna=False).agg(
         n=("success", "size"), score=("success", "mean"), cost_per_case=("cost", "mean"),
         tokens_per_case=("tokens", "mean"), tool_calls_per_case=("tool_calls", "mean")).reset_index()
@@ -208,15 +219,18 @@ def jit_gain(df, baseline: str = "react"):
 
 def seed_bank_table(df, with_anatomy: bool = True):
     """Results of fixed-harness runs as a table: one row per (harness, backbone), per suite its success
-    rate with its Wilson 95% interval (``score_lo``/``score_hi``), cost and tool calls per case. With
-    ``with_anatomy`` and jitlab.viz.anatomy available, the harness's M/P/F/A labels are added for seed harnesses."""
+    rate with its Wilson 95% interval (``score_lo``/``score_hi``), cost and tool calls per case. Runs whose
+    ``settings`` differ (another split, task slice, seed or budget: exports of unrelated experiments) are never
+    averaged together: the table then has a ``settings`` column and a row per settings. With ``with_anatomy`` and
+    jitlab.viz.anatomy available, the harness's M/P/F/A labels are added for seed harnesses."""
     import pandas as pd
     fixed = df[df["mode"] == "fixed"]
     if fixed.empty:
         return pd.DataFrame()
-    p = pairings(fixed).rename(columns={"method": "harness"})
+    by = ["settings"] if "settings" in fixed and fixed["settings"].nunique(dropna=False) > 1 else []
+    p = pairings(fixed, by).rename(columns={"method": "harness"})
     metrics = ["cost_per_case", "score", "score_lo", "score_hi", "tool_calls_per_case"]   # column order per suite
-    wide = p.pivot_table(index=["harness", "backbone"], columns="suite", values=metrics)
+    wide = p.pivot_table(index=[*by, "harness", "backbone"], columns="suite", values=metrics)
     wide = wide[sorted(wide.columns, key=lambda c: (c[1], metrics.index(c[0])))]
     wide.columns = [f"{suite}:{metric}" for metric, suite in wide.columns]
     wide = wide.reset_index()
@@ -232,7 +246,7 @@ def seed_bank_table(df, with_anatomy: bool = True):
             except Exception:  # not a seed name (a generated folder, oracle): no anatomy column for it
                 mpfa[name] = {}
         for slot in ("M", "P", "F", "A"):
-            wide.insert(2 + "MPFA".index(slot), slot, [mpfa[h].get(slot, "") for h in wide["harness"]])
+            wide.insert(len(by) + 2 + "MPFA".index(slot), slot, [mpfa[h].get(slot, "") for h in wide["harness"]])
     return wide
 
 

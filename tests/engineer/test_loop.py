@@ -133,3 +133,13 @@ def test_engineer_loop_keeps_every_candidate_and_the_best_patch(tmp_path):
         assert summary["kept_patch"] in [line["patch"] for line in lines]
         assert [p[0] for p in summary["delta_disjoint"]["pairs"]] == [t.id for t in ToySuite().tasks("dev")[3:6]]
     assert json.loads((out / "round0" / "packet.json").read_text())["batch"]["episodes"] == 3
+
+
+def test_the_docstring_states_the_keep_rule_the_code_applies():
+    """Issue 27 item 17: the loop's docstring said "The best patch with Δ ≥ 0 is kept" while the loop keeps a patch
+    only when its Δ > 0 (``kept = best is not None and best[1]["delta"] > 0``)."""
+    import inspect
+
+    import jitlab.engineer.loop as loop
+    assert "Δ ≥ 0 is kept" not in loop.__doc__ and "kept only when its Δ > 0" in loop.__doc__
+    assert 'best[1]["delta"] > 0' in inspect.getsource(loop.run_engineer)

@@ -1,5 +1,6 @@
 """The sandboxed agent behaves like the in-process one, validate() reports typed diagnostics, and
 set-up failures are InfraErrors (never harness diagnostics)."""
+import time
 import warnings
 
 import pytest
@@ -198,3 +199,19 @@ return Decision('act', {'command': 'look'}, thought=str(len(replies)))
     result, agent, records, llm = episode(folder, backbone=get_scripted("look"))
     assert result.status == "ok" and {r["thought"] for r in records} == {"4"}
     assert llm.calls == 4 * len(records) == agent.stats["llm_calls"]
+
+
+@pytest.mark.parametrize("where", ["act", "import"])
+def test_episode_wall_budget_bounds_a_hung_child(tmp_path, where):
+    """Issue 27 item 3: ``jitlab run --suite toy --harness ./hang --backbone scripted:pick-first --max-wall-s 10
+    --limit 1 --no-cache`` with a harness whose act() (or import) sleeps ran 60 s and ended as ``timeout_wall``
+    at the sandbox's fixed limit; the episode's own wall budget now bounds the child and ends it as ``budget``."""
+    hang = "import time\ntime.sleep(10 ** 6)"
+    files = {"action_py": action(hang)} if where == "act" else {"action_py": action(top=hang)}
+    folder = write_harness(tmp_path / "hang", **files)
+    start = time.monotonic()
+    result, agent, _, _ = episode(folder, small_config(wall_s=60.0), budget=Budget(max_wall_s=1.5))
+    elapsed = time.monotonic() - start
+    assert result.status == "budget" and "wall budget 1.5s spent" in result.error, result
+    assert agent.diagnostic.kind == "timeout_wall" and agent.diagnostic.phase == ("decide" if where == "act" else "load")
+    assert elapsed < 1.5 + 15  # far below the sandbox's own 60 s (slack for start-up on a loaded machine)

@@ -54,6 +54,22 @@ def test_a_rerun_skips_finished_steps_and_a_changed_step_reruns(tmp_path):
     assert on_disk["steps"]["data1"]["inputs"]["max_pairs_per_task"] == 1
 
 
+def test_a_relative_out_puts_every_step_under_the_working_directory(tmp_path, monkeypatch):
+    """Issue 27 item 16: ``cd /elsewhere && jitlab train pipeline --config c.yaml --out runs/x`` wrote its baselines
+    into the checkout (``<repo>/runs/x/baselines``: run_grid resolves against the repository root) and the other
+    steps under ``/elsewhere/runs/x``; every step now writes under the working directory."""
+    from jitlab.paths import repo_root
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    manifest = run_steps(PipelineConfig(**{**TOY, "seeds": ["react"], "baseline_limit": 1}), "runs/x",
+                         ["baselines", "data1"])
+    runs = manifest["steps"]["baselines"]["outputs"]["runs"]
+    assert runs and all(Path(r).is_relative_to(work / "runs" / "x" / "baselines") for r in runs), runs
+    assert (work / "runs" / "x" / "data1").is_dir() and (work / "runs" / "x" / "pipeline.json").is_file()
+    assert not (repo_root() / "runs" / "x").exists()
+
+
 def test_cli_bad_config_is_one_line(tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("stage1: {sft_steps: 2}\nsuit: toy\n")
@@ -82,6 +98,11 @@ def test_the_smoke_pipeline_end_to_end_and_resumed(tmp_path):
     steps = manifest["steps"]
     assert steps["stage1"]["outputs"]["phases"]["dpo"]["global_step"] == 1
     assert steps["stage3"]["outputs"]["phases"]["grpo"]["global_step"] == 1      # 1 task < grad_accum: still a step
+    from safetensors.torch import load_file
+    adapters = sorted(out.glob("stage*/*/adapter/adapter_model.safetensors"))
+    assert len(adapters) >= 4                                                   # stage1 sft + dpo, stage2, stage3
+    for path in adapters:   # issue 27 item 15: 1-step phases ran at lr 0 and saved all-zero LoRA B matrices
+        assert any(k.endswith("lora_B.weight") and v.abs().sum() > 0 for k, v in load_file(path).items()), path
     assert set(steps["validity"]["outputs"]) == set(steps["streaming"]["outputs"]) == {"base", "stage3"}
     stage3 = json.loads((out / "stage3" / "manifest.json").read_text())
     assert stage3["below"][-1].endswith("stage2/sft/adapter")                  # III starts from II, II from I

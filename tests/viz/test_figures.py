@@ -131,3 +131,32 @@ def test_no_jit_runs_means_no_stream_figure(runs, tmp_path):
     assert [e["stem"] for e in entries] == ["fig4_pareto_toy", "table_seed_bank", "case_studies"]
     with pytest.raises(ConfigError, match="no backbone has both"):
         F.fig_jit_gain(F.collect([runs / "react"]))
+
+
+def test_the_seed_bank_table_keeps_runs_of_other_settings_apart(runs, tmp_path):
+    """Issue 27 item 17: ``jitlab figures --runs results/`` averaged every react/embedded/textworld run of every
+    export (dev and test splits, engineer batches, pipeline baselines) into one seed-bank cell; runs whose settings
+    differ now get a row each, and a set of runs with one settings keeps the table as it was."""
+    from jitlab.runner import RunConfig, run
+    test_run = run(RunConfig(suite="toy", harness="react", backbone="scripted:pick-hash", split="test", limit=3,
+                             out=str(tmp_path / "react-test"), quiet=True))
+    one = F.seed_bank_table(F.collect([runs / "react", runs / "random"]))
+    assert "settings" not in one and len(one) == 2
+    both = F.seed_bank_table(F.collect([runs / "react", test_run]))
+    assert list(both["harness"]) == ["react", "react"] and both.columns[0] == "settings"
+    assert sorted(s.split()[0] for s in both["settings"]) == ["split=dev", "split=test"]
+    alone = F.seed_bank_table(F.collect([test_run]))
+    assert both.loc[both["settings"].str.startswith("split=test"), "toy:score"].item() == alone["toy:score"].item()
+
+
+def test_jit_runs_of_different_generators_stay_two_points_in_the_comparison_view(tmp_path):
+    """Issue 27 item 17: ``jitlab dash runs/jit-compose runs/jit-plan`` (two streaming runs, same backbone, different
+    generators) drew one Pareto point and one table row ``jit-streaming``; each generator is now its own."""
+    from jitlab.viz.dash.compare_view import CompareApp
+    a = make_jit_run(tmp_path / "compose", "streaming", n=4)
+    b = make_jit_run(tmp_path / "plan", "streaming", n=4, generator="plan:embedded")
+    app = CompareApp([a, b])
+    points = F.pairings(app.df)
+    assert sorted(points["method"]) == ["jit-streaming · compose", "jit-streaming · plan:embedded"]
+    assert list(points["n"]) == [4, 4]
+    assert set(F.pairings(F.collect([a]))["method"]) == {"jit-streaming"}   # one generator: the name is unchanged

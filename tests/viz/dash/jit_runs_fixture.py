@@ -29,12 +29,12 @@ def _save_harness(run_dir: Path, files: dict[str, str]) -> str:
 
 
 def make_jit_run(out, mode: str, n: int = 12, suite: str = "toy", backbone: str = "scripted:pick-hash",
-                 seed: int = 0, running: int = 0, start: int = 0) -> Path:
+                 seed: int = 0, running: int = 0, start: int = 0, generator: str = "compose") -> Path:
     """Write (or extend) a fake JIT run with tasks ``start..start+n-1``; the last ``running`` of them
     are left unfinished (status ``running``, as a run still writing leaves them)."""
     out = Path(out)
     store = RunStore(out, {"suite": suite, "backbone": backbone, "mode": mode, "harness": "jit", "seed": seed,
-                           "fixture": "tests/viz/dash/jit_runs_fixture.py"})
+                           "generator": generator, "fixture": "tests/viz/dash/jit_runs_fixture.py"})
     rng = random.Random(f"{mode}-{seed}")
     for _ in range(start * 3):
         rng.random()
@@ -65,7 +65,7 @@ def make_jit_run(out, mode: str, n: int = 12, suite: str = "toy", backbone: str 
                                  "cached": False, "messages": [], "text": "fixture"})
         if success and mode == "streaming":
             frontier = (frontier + [sha])[-3:]
-        extra = {"mode": mode, "stream_index": i, "generator": "compose", "gen_tokens": gen, "select_tokens": 0,
+        extra = {"mode": mode, "stream_index": i, "generator": generator, "gen_tokens": gen, "select_tokens": 0,
                  "repair_tokens": rep, "exec_tokens": exe, "gen_cost": gen * 1e-6, "repair_cost": rep * 1e-6,
                  "exec_cost": exe * 1e-6, "repair_rounds": int(rep > 0), "n_candidates": 3, "valid_candidates": 2,
                  "harness_dir": f"harnesses/{sha}", "references": [ref_sha], "nearest_reference": ref_sha,
