@@ -1,6 +1,6 @@
 """The Ray executor: run independent units of work (grid cells, notebook runs, static JIT tasks) on a Ray cluster.
 
-    run_grid(suites, harnesses, backbones, executor="ray", workers=4)          # jitlab.viz.experiments
+    run_grid(suites, harnesses, backbones, executor="ray", workers=4)          # jitlab.experiments
     jitlab batch NB.ipynb --grid g.yaml --out batches/x --executor ray
     jitlab jit --suite toy --mode static --executor ray --concurrency 4
 

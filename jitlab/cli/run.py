@@ -59,7 +59,7 @@ def cmd_show(args) -> int:
     print()
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.mechanisms:
-        from jitlab.viz.experiments import mechanism_usage
+        from jitlab.viz.runs import mechanism_usage
         for run_dir in args.run_dirs:
             _, mech = mechanism_usage(run_dir)
             print(f"\ncase-study mechanisms in {run_dir} (tasks whose harness used each; success and reward when "

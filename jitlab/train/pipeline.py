@@ -6,7 +6,7 @@
 
 Steps (``STEPS``, in order; each writes under ``out``):
 
-    baselines  seed harnesses on ``baseline_limit`` dev tasks with ``executor`` (jitlab.viz.experiments.run_grid):
+    baselines  seed harnesses on ``baseline_limit`` dev tasks with ``executor`` (jitlab.experiments.run_grid):
                the offline teacher's evidence -> baselines/<suite>/<seed>-<executor>/. Skipped when ``runs`` is given.
     data1      Stage I data (jitlab.train.data.build_stage1) from those runs and ``banks`` -> data1/
     stage1     SFT then DPO (jitlab.train.stage1) -> stage1/adapter
@@ -174,7 +174,7 @@ def _step(name: str, cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
     common = {"allow_unisolated": cfg.allow_unisolated}
     train = {"threads": cfg.threads} if cfg.threads else {}
     if name == "baselines":
-        from jitlab.viz.experiments import run_grid, seed_harnesses
+        from jitlab.experiments import run_grid, seed_harnesses
         seeds = cfg.seeds or seed_harnesses()
         inputs = {"seeds": seeds, "executor": cfg.executor, "limit": cfg.baseline_limit, **cfg.baseline_options}
         if cfg.runs:
