@@ -32,20 +32,16 @@ import yaml
 
 from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import package_root
+from jitlab.protocol import SLOTS
 
 __all__ = ["CASE_STUDIES", "MODULE_FILES", "Harness", "case_study_names", "harness_sha", "load_harness", "read_files",
            "regenerate_seeds", "resolve",
            "resolve_folder", "seed_names", "seed_sources_dir"]
 
-# file -> (class it must define, methods that class must have)
-MODULE_FILES = {
-    "memory.py": ("Memory", ("update", "view")),
-    "planning.py": ("Planner", ("plan",)),
-    "tool_policy.py": ("CapabilityPolicy", ("select",)),
-    "action.py": ("Action", ("act",)),
-}
+# file -> (class it must define, methods that class must have), from the slot table (jitlab.protocol.SLOTS)
+MODULE_FILES = {s.file: (s.cls, s.required) for s in SLOTS.values() if not s.optional}
 YAML_FILES = ("prompt.yaml", "description.yaml")
-OPTIONAL_FILES = {"hooks.py": ("Hooks", ())}
+OPTIONAL_FILES = {s.file: (s.cls, s.required) for s in SLOTS.values() if s.optional}
 HARNESS_FILES = tuple(MODULE_FILES) + YAML_FILES
 
 
@@ -137,8 +133,7 @@ class Harness:
         return instances
 
 
-_KEY = {"memory.py": "memory", "planning.py": "planner", "tool_policy.py": "policy", "action.py": "action",
-        "hooks.py": "hooks"}
+_KEY = {s.file: s.key for s in SLOTS.values()}
 _FILE_OF = {v: k for k, v in _KEY.items()}
 
 

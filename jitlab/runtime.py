@@ -248,7 +248,7 @@ def _render(decision: Decision) -> str:
 
 @dataclass
 class EpisodeResult:
-    status: str                    # ok | budget | harness_error | infra_error | spend_cap (run cap; rerun)
+    status: str                    # a jitlab.store.Status value (never running or interrupted here)
     success: bool = False
     reward: float = 0.0
     steps: int = 0

@@ -181,7 +181,7 @@ def cost_estimate(cfg: JITConfig, tasks: int, smoke_max_tokens: int) -> str:
     streaming their regenerations), the judge, N smoke validations, each repair round (repair + revalidation)
     and the execution episode, all at the dearest price of the backbones used (a set's last call may overrun
     its budget by one reply)."""
-    from jitlab.runner import known_price
+    from jitlab.llm.pricing import known_price
     names = {cfg.backbone, cfg.judge_backbone or cfg.backbone,
              generator_backbone(cfg.generator) or cfg.backbone}
     prices = [known_price(name, cfg.backbone_options) for name in names]

