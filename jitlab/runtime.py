@@ -318,8 +318,12 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         result.status = "spend_cap"
         result.error = getattr(llm.spend, "stopped", "") or result.error
         result.diagnostic = {}
-    score = env.score() if result.status not in ("infra_error", "spend_cap") else None
-    if score is not None:
-        result.success, result.reward = bool(score.success), float(score.reward)
+    if result.status not in ("infra_error", "spend_cap"):
+        try:  # the scorer is the environment's too: its crash is an infrastructure error, retried
+            score = _env_call(env.score)
+        except InfraError as exc:
+            score, result.status, result.error, result.diagnostic = None, "infra_error", str(exc), {}
+        if score is not None:
+            result.success, result.reward = bool(score.success), float(score.reward)
     result.steps, result.wall_s = step, time.perf_counter() - start
     return result
