@@ -2,6 +2,7 @@
 
     from jitlab.viz import engineer as E
     E.candidates("runs/eng")                        # one row per proposed patch: validity, Δ, success, tokens
+    E.best_candidate(E.candidates("runs/eng"))      # the valid patch with the highest Δ (first proposed on ties)
     E.engineer_deltas({"untrained": "runs/eng-0", "trained": "runs/eng-1"})   # Δ per engineer, side by side
     E.training_curves("runs/train/eng-sft")         # TensorBoard scalars TRL wrote, long format
     E.episode_of(R.open_run(run_dir), "toy-dev-0")  # the final episode id of a task, for R.trajectory
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["candidates", "engineer_deltas", "episode_of", "training_curves"]
+__all__ = ["best_candidate", "candidates", "engineer_deltas", "episode_of", "training_curves"]
 
 
 def candidates(loop: str | Path):
@@ -30,6 +31,15 @@ def candidates(loop: str | Path):
                      "delta": c.get("delta"), "base_success": c.get("base"), "patched_success": c.get("patched"),
                      "tokens_per_task": c.get("tokens_per_task"), "patch": c["patch"], "run_dir": c.get("run_dir")})
     return pd.DataFrame(rows)
+
+
+def best_candidate(cands, min_delta: float | None = None):
+    """The best valid candidate of :func:`candidates`: the highest Δ, the first proposed on ties (the engineer loop's
+    order; the loop keeps it only when Δ >= 0, ``min_delta=0``); None when there is none."""
+    valid = cands[cands["valid"]]
+    if min_delta is not None:
+        valid = valid[valid["delta"] >= min_delta]
+    return valid.sort_values(["delta", "index"], ascending=[False, True]).iloc[0] if len(valid) else None
 
 
 def engineer_deltas(loops: dict):
