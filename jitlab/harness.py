@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import sys
 import threading
 import types
@@ -121,6 +122,36 @@ class Harness:
     prompts: dict
     description: dict
     files: dict[str, str] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_modules(cls, memory: type, planner: type, policy: type, action: type, hooks: type | None = None,
+                     name: str = "from_modules", prompts: dict | None = None, description: dict | None = None) -> Harness:
+        """A harness from module classes (one per slot of jitlab.protocol.SLOTS) instead of a folder, for notebooks
+        and examples. Each class is checked for the methods its slot needs, as a folder's are; ``build()`` makes fresh
+        instances per episode. Its code runs in this process (there is no folder to sandbox); its ``sha`` hashes the
+        classes' names and source where it can be read."""
+        given = {"memory": memory, "planner": planner, "policy": policy, "action": action, "hooks": hooks}
+        classes, digest = {}, hashlib.sha256()
+        for slot in SLOTS.values():
+            value = given[slot.key]
+            if value is None and slot.optional:
+                continue
+            if not isinstance(value, type):
+                raise HarnessError(f"{slot.key}= must be a class (build() makes a fresh instance per episode), got "
+                                   f"{type(value).__name__}; pass the class, not an instance", file=slot.file,
+                                   kind="interface_mismatch")
+            absent = [m for m in slot.required if not callable(getattr(value, m, None))]
+            if absent:
+                raise HarnessError(f"class {value.__name__} given as {slot.key}= lacks method(s) {', '.join(absent)}",
+                                   file=slot.file, kind="interface_mismatch")
+            classes[slot.key] = value
+            try:
+                source = inspect.getsource(value)
+            except (OSError, TypeError):  # defined where no source is kept (a REPL): its name stands for it
+                source = ""
+            digest.update(f"{slot.key}\0{value.__module__}.{value.__qualname__}\0{source}\0".encode())
+        return cls(name=name, folder=Path("."), sha=digest.hexdigest(), classes=classes, prompts=dict(prompts or {}),
+                   description=dict(description or {"name": name}))
 
     def build(self) -> dict[str, object]:
         """Fresh module instances keyed memory/planner/policy/action (+ hooks)."""

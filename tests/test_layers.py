@@ -4,8 +4,10 @@ imports inside functions (which run lazily, so an import-at-runtime test would n
 
 Layers, from the bottom up: the foundation (core modules jitlab/*.py and the families llm, envs, modules, sandbox,
 seeds, seed_bank), then jit, then experiments.py and batch.py (which run grids and notebooks), then viz, train and
-engineer, then cli. A module may import its own layer and the layers below it, except that viz only reads runs back:
-it imports none of the modules that start one (runner, jit.inference, cluster, experiments, batch).
+engineer, then cli, then the package root (jitlab/__init__.py, which re-exports a few starting names lazily; an
+import of the root itself is no edge, since importing any jitlab module imports it first). A module may import its
+own layer and the layers below it, except that viz only reads runs back: it imports none of the modules that start
+one (runner, jit.inference, cluster, experiments, batch).
 Inside the foundation: the families llm, envs and modules build on core only, a resolved seed imports only
 jitlab.protocol and jitlab.harnesskit, and protocol.py and errors.py import no jitlab module.
 """
@@ -18,8 +20,9 @@ import jitlab
 
 ROOT = Path(jitlab.__file__).parent
 FAMILIES = ("llm", "envs", "modules", "sandbox", "seeds", "seed_bank")
+# the package root (jitlab/__init__.py) is the front door: it re-exports a few names from any layer, lazily
 RANK = {"core": 0, **{f: 0 for f in FAMILIES}, "jit": 1, "experiments": 2, "batch": 2, "viz": 3, "train": 3,
-        "engineer": 3, "cli": 4}
+        "engineer": 3, "cli": 4, "root": 5}
 # inside the foundation: what each family may import besides itself
 ALLOWED = {"llm": {"core"}, "envs": {"core"}, "modules": {"core"}}
 SEED_IMPORTS = {"jitlab.protocol", "jitlab.harnesskit"}
@@ -67,7 +70,8 @@ def import_graph() -> dict[str, set[str]]:
                 # `from pkg import sub` imports the submodule pkg.sub when there is one
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
             for t in targets:
-                if t.startswith("jitlab") and (m := _target(t, modules)) and m != name:
+                # an edge to the root says nothing: importing any jitlab module imports the root first
+                if t.startswith("jitlab") and (m := _target(t, modules)) and m not in (name, "jitlab"):
                     graph[name].add(m)
     return graph
 
@@ -106,6 +110,8 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def layer(module: str) -> str:
     parts = module.split(".")
+    if module == "jitlab":
+        return "root"
     if len(parts) == 1 or (len(parts) == 2 and parts[1] not in RANK):
         return "core"
     return parts[1]
