@@ -47,6 +47,11 @@ class Budget:
     def __post_init__(self):
         check_fields(self)  # 0 steps would silently mean "the task's own"; nan would disable the wall limit
 
+    @classmethod
+    def unlimited(cls) -> Budget:
+        """No practical token cap, for a handle outside an episode (an engineer writing patches)."""
+        return cls(max_tokens=10 ** 9)
+
 
 class SpendCapReached(BudgetExceeded):
     """The run-level spend cap (``max_cost`` / ``max_tokens_total``) is reached: no new backbone call,

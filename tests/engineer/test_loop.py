@@ -133,3 +133,23 @@ def test_engineer_loop_keeps_every_candidate_and_the_best_patch(tmp_path):
         assert summary["kept_patch"] in [line["patch"] for line in lines]
         assert [p[0] for p in summary["delta_disjoint"]["pairs"]] == [t.id for t in ToySuite().tasks("dev")[3:6]]
     assert json.loads((out / "round0" / "packet.json").read_text())["batch"]["episodes"] == 3
+
+
+@requires_bwrap
+def test_the_loop_uses_the_backbone_pool_it_is_given(tmp_path):
+    """run_engineer draws every backbone from the pool passed in (no process-global pool): one per name and options."""
+    from jitlab.engineer.loop import run_engineer
+    from jitlab.llm.lazy import BackbonePool
+    pool = BackbonePool()
+    cfg = EngineerConfig(suite="toy", harness="react", backbone="scripted:pick-first", engineer="rules", batch=2, k=1,
+                         out=str(tmp_path / "eng"), quiet=True)
+    summary = run_engineer(cfg, pool)
+    assert summary["rounds"][0]["candidates"] == 1
+    assert list(pool._backbones) == [("scripted:pick-first", "{}")]
+    assert pool.get("scripted:pick-first") is pool.get("scripted:pick-first", {})
+    assert pool.get("scripted:pick-first", {"x": 1}) is not pool.get("scripted:pick-first")
+
+
+def test_an_unlimited_budget_caps_no_practical_token_count():
+    from jitlab.runtime import Budget
+    assert Budget.unlimited().max_tokens >= 10 ** 9 and Budget.unlimited().max_steps is None
