@@ -5,13 +5,14 @@
 
 A harness is four objects: Memory (events -> view), Planner (view -> directive), CapabilityPolicy (which tools
 to expose) and Action (context -> the next tool call). They call the backbone only through ``ctx.llm``.
-Saved as a folder (memory.py, planning.py, tool_policy.py, action.py, prompt.yaml, description.yaml), the same
-classes run with ``jitlab run --harness path/to/folder``; the seeds in seed_bank/ are bigger examples.
+``Harness.from_modules`` makes a harness of the four classes. Saved as a folder (memory.py, planning.py,
+tool_policy.py, action.py, prompt.yaml, description.yaml), the same classes run with
+``jitlab run --harness path/to/folder``; the seeds in seed_bank/ are bigger examples.
 """
 import argparse
 import re
-from types import SimpleNamespace
 
+from jitlab.harness import Harness
 from jitlab.protocol import Decision, Directive, View
 
 
@@ -52,8 +53,7 @@ def main(argv=None) -> list:
     parser.add_argument("--backbone", default="scripted:pick-hash")
     parser.add_argument("--limit", type=int, default=3)
     args = parser.parse_args(argv)
-    harness = SimpleNamespace(prompts={}, build=lambda: {"memory": Memory(), "planner": Planner(),
-                                                         "policy": CapabilityPolicy(), "action": Action()})
+    harness = Harness.from_modules(memory=Memory, planner=Planner, policy=CapabilityPolicy, action=Action, name="hello")
     suite, backbone, results = get_suite("toy"), get_backbone(args.backbone), []
     for task in suite.tasks("dev")[: args.limit]:
         llm = LLMHandle(backbone, Budget())

@@ -1,6 +1,6 @@
 """The Ray executor: run independent units of work (grid cells, notebook runs, static JIT tasks) on a Ray cluster.
 
-    run_grid(suites, harnesses, backbones, executor="ray", workers=4)          # jitlab.viz.experiments
+    run_grid(suites, harnesses, backbones, executor="ray", workers=4)          # jitlab.experiments
     jitlab batch NB.ipynb --grid g.yaml --out batches/x --executor ray
     jitlab jit --suite toy --mode static --executor ray --concurrency 4
 
@@ -11,7 +11,7 @@ existing cluster from Python call ``ray.init(address="ray://head:10001")`` befor
 ``export RAY_ADDRESS=ray://head:10001`` before ``jitlab batch`` / ``jitlab jit``.
 
 How: each unit is one Ray task (``num_cpus=1``, no automatic retry). Ray keeps its worker processes between
-tasks, and a local model is cached per process (jitlab/llm/hf.py ``_ENGINES``), so each worker process loads a
+tasks, and a local model is cached per process (jitlab/llm/hf/engine.py ``_ENGINES``), so each worker process loads a
 backbone once, on its first task that calls it. One writer per run directory: a grid cell's task owns its
 cell's directory (the run store's flock on ``run.lock``); static JIT tasks write nothing and return their
 records, which the driver alone writes. A task whose worker dies (killed, out of memory, node lost) fails

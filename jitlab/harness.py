@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import sys
 import threading
 import types
@@ -35,20 +36,16 @@ import yaml
 
 from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import package_root
+from jitlab.protocol import SLOTS
 
 __all__ = ["CASE_STUDIES", "MODULE_FILES", "Harness", "case_study_names", "harness_sha", "load_harness", "read_files",
            "regenerate_seeds", "resolve",
            "resolve_folder", "seed_names", "seed_sources_dir"]
 
-# file -> (class it must define, methods that class must have)
-MODULE_FILES = {
-    "memory.py": ("Memory", ("update", "view")),
-    "planning.py": ("Planner", ("plan",)),
-    "tool_policy.py": ("CapabilityPolicy", ("select",)),
-    "action.py": ("Action", ("act",)),
-}
+# file -> (class it must define, methods that class must have), from the slot table (jitlab.protocol.SLOTS)
+MODULE_FILES = {s.file: (s.cls, s.required) for s in SLOTS.values() if not s.optional}
 YAML_FILES = ("prompt.yaml", "description.yaml")
-OPTIONAL_FILES = {"hooks.py": ("Hooks", ())}
+OPTIONAL_FILES = {s.file: (s.cls, s.required) for s in SLOTS.values() if s.optional}
 HARNESS_FILES = tuple(MODULE_FILES) + YAML_FILES
 # what the parent reads of a harness folder: the largest seed file is 22 KB and the largest seed 37 KB, so these
 # leave generated harnesses ample room while a 1 GiB (sparse) description.yaml is refused, not read into memory
@@ -159,6 +156,36 @@ class Harness:
     description: dict
     files: dict[str, str] = field(repr=False, default_factory=dict)
 
+    @classmethod
+    def from_modules(cls, memory: type, planner: type, policy: type, action: type, hooks: type | None = None,
+                     name: str = "from_modules", prompts: dict | None = None, description: dict | None = None) -> Harness:
+        """A harness from module classes (one per slot of jitlab.protocol.SLOTS) instead of a folder, for notebooks
+        and examples. Each class is checked for the methods its slot needs, as a folder's are; ``build()`` makes fresh
+        instances per episode. Its code runs in this process (there is no folder to sandbox); its ``sha`` hashes the
+        classes' names and source where it can be read."""
+        given = {"memory": memory, "planner": planner, "policy": policy, "action": action, "hooks": hooks}
+        classes, digest = {}, hashlib.sha256()
+        for slot in SLOTS.values():
+            value = given[slot.key]
+            if value is None and slot.optional:
+                continue
+            if not isinstance(value, type):
+                raise HarnessError(f"{slot.key}= must be a class (build() makes a fresh instance per episode), got "
+                                   f"{type(value).__name__}; pass the class, not an instance", file=slot.file,
+                                   kind="interface_mismatch")
+            absent = [m for m in slot.required if not callable(getattr(value, m, None))]
+            if absent:
+                raise HarnessError(f"class {value.__name__} given as {slot.key}= lacks method(s) {', '.join(absent)}",
+                                   file=slot.file, kind="interface_mismatch")
+            classes[slot.key] = value
+            try:
+                source = inspect.getsource(value)
+            except (OSError, TypeError):  # defined where no source is kept (a REPL): its name stands for it
+                source = ""
+            digest.update(f"{slot.key}\0{value.__module__}.{value.__qualname__}\0{source}\0".encode())
+        return cls(name=name, folder=Path("."), sha=digest.hexdigest(), classes=classes, prompts=dict(prompts or {}),
+                   description=dict(description or {"name": name}))
+
     def build(self) -> dict[str, object]:
         """Fresh module instances keyed memory/planner/policy/action (+ hooks)."""
         instances = {}
@@ -170,8 +197,7 @@ class Harness:
         return instances
 
 
-_KEY = {"memory.py": "memory", "planning.py": "planner", "tool_policy.py": "policy", "action.py": "action",
-        "hooks.py": "hooks"}
+_KEY = {s.file: s.key for s in SLOTS.values()}
 _FILE_OF = {v: k for k, v in _KEY.items()}
 
 

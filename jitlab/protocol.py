@@ -43,10 +43,41 @@ __all__ = [
     "Memory",
     "Observation",
     "Planner",
+    "SLOTS",
+    "Slot",
     "View",
 ]
 
 HOOKS = ("on_init", "pre_decision", "pre_action", "post_feedback")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One slot of a harness folder: the file that fills it and the class that file defines. jitlab.harness (loading),
+    jitlab.resolve (resolved files), jitlab.jit.generate.library (roles) and jitlab.viz.anatomy read this table."""
+    letter: str     # M, P, F, A (the papers' names), H for the optional hooks
+    key: str        # key of the module instance in Harness.classes / Harness.build()
+    name: str       # human name, in prompts and messages
+    cls: str        # class the file must define
+    file: str       # file in a harness folder
+    methods: dict = field(default_factory=dict)  # protocol method -> its input parameters (reset included)
+    optional: bool = False  # a harness may leave the file out
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Methods a loaded class must have (reset is optional)."""
+        return tuple(m for m in self.methods if m != "reset")
+
+
+# letter -> slot, in folder order; the four module slots, then the optional hooks
+SLOTS = {s.letter: s for s in (
+    Slot("M", "memory", "memory", "Memory", "memory.py", {"reset": (), "update": ("event",), "view": ()}),
+    Slot("P", "planner", "planner", "Planner", "planning.py", {"reset": (), "plan": ("view",)}),
+    Slot("F", "policy", "capability policy", "CapabilityPolicy", "tool_policy.py",
+         {"reset": (), "select": ("directive", "view", "registry")}),
+    Slot("A", "action", "action", "Action", "action.py", {"reset": (), "act": ("context",)}),
+    Slot("H", "hooks", "hooks", "Hooks", "hooks.py", {"reset": ()}, optional=True),
+)}
 
 
 @dataclass

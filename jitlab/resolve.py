@@ -47,6 +47,7 @@ from pathlib import Path
 import yaml
 
 from jitlab.errors import HarnessError
+from jitlab.protocol import SLOTS
 
 __all__ = ["LIBRARY_PREFIX", "ResolveError", "parse_source", "resolve_file", "resolve_files", "resolved_or_raw",
            "vendored_names"]
@@ -61,7 +62,7 @@ _SUBSTITUTE = {("jitlab.modules.text", "render_prompt"): ("jitlab.harnesskit", "
 _REFUSED = {("jitlab.modules.prompting", "render_file"): "use render_prompt(ctx.prompts, key, ...) (the resolver "
             "copies the library template into prompt.yaml)",
             ("jitlab.modules.prompting", "TEMPLATE_DIR"): "a resolved harness reads its prompts from prompt.yaml"}
-_RESOLVED_FILES = ("memory.py", "planning.py", "tool_policy.py", "action.py", "hooks.py")
+_RESOLVED_FILES = tuple(s.file for s in SLOTS.values())
 _MARKER = "# library: "
 _HEADER = ("# ---- library code this harness uses, written out from jitlab/modules by jitlab.resolve "
            "(`jitlab harnesses export`) ----")

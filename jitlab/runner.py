@@ -23,6 +23,7 @@ from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.llm.lazy import LazyBackbone
+from jitlab.llm.pricing import known_price
 from jitlab.progress import Progress
 from jitlab.runtime import (
     EPISODE_MAX_TOKENS,
@@ -137,30 +138,6 @@ def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed:
         if env is not None:
             env.close()
     return result
-
-
-def known_price(backbone: str, options: dict | None = None):
-    """The Price of a backbone from its name and options without loading it (None when unknown, e.g. a
-    litellm model priced only by litellm's own map). Scripted test doubles carry their nominal price."""
-    from jitlab.llm.pricing import Price, find_price, resolve_pricing
-    kind, _, rest = backbone.partition(":")
-    if kind == "scripted":
-        from jitlab.llm.scripted import PRICE_PER_TOKEN
-        return Price(PRICE_PER_TOKEN * 1e6, PRICE_PER_TOKEN * 1e6)
-    if kind == "llamacpp" and rest in ("embedded", "gemma3-270m"):   # the same weights on llama.cpp: the same price
-        kind = rest
-    if kind == "embedded":
-        from jitlab.llm.hf import EMBEDDED_ID
-        names = [EMBEDDED_ID]
-    elif kind == "gemma3-270m":
-        from jitlab.llm.hf import GEMMA_ID
-        names = [GEMMA_ID]
-    else:
-        names = [backbone, rest]
-    try:
-        return find_price(resolve_pricing((options or {}).get("pricing")), *names)
-    except (ConfigError, TypeError):  # a bad pricing option is reported when the backbone loads
-        return None
 
 
 def cost_estimate(cfg: RunConfig, episodes: int) -> str:

@@ -47,6 +47,11 @@ class Budget:
     def __post_init__(self):
         check_fields(self)  # 0 steps would silently mean "the task's own"; nan would disable the wall limit
 
+    @classmethod
+    def unlimited(cls) -> Budget:
+        """No practical token cap, for a handle outside an episode (an engineer writing patches)."""
+        return cls(max_tokens=10 ** 9)
+
 
 class SpendCapReached(BudgetExceeded):
     """The run-level spend cap (``max_cost`` / ``max_tokens_total``) is reached: no new backbone call,
@@ -248,7 +253,7 @@ def _render(decision: Decision) -> str:
 
 @dataclass
 class EpisodeResult:
-    status: str                    # ok | budget | harness_error | infra_error | spend_cap (run cap; rerun)
+    status: str                    # a jitlab.store.Status value (never running or interrupted here)
     success: bool = False
     reward: float = 0.0
     steps: int = 0
@@ -339,8 +344,12 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         result.status = "spend_cap"
         result.error = getattr(llm.spend, "stopped", "") or result.error
         result.diagnostic = {}
-    score = env.score() if result.status not in ("infra_error", "spend_cap") else None
-    if score is not None:
-        result.success, result.reward = bool(score.success), float(score.reward)
+    if result.status not in ("infra_error", "spend_cap"):
+        try:  # the scorer is the environment's too: its crash is an infrastructure error, retried
+            score = _env_call(env.score)
+        except InfraError as exc:
+            score, result.status, result.error, result.diagnostic = None, "infra_error", str(exc), {}
+        if score is not None:
+            result.success, result.reward = bool(score.success), float(score.reward)
     result.steps, result.wall_s = step, time.perf_counter() - start
     return result

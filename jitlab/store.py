@@ -35,18 +35,32 @@ import os
 import sqlite3
 import threading
 import time
+from enum import StrEnum
 from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 
-__all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY",
+__all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY", "Status",
            "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "transaction",
            "recorded_spend", "set_aside", "storage_error", "summarize"]
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
-FINAL = ("ok", "budget", "harness_error")
-RETRY = ("infra_error", "interrupted")
+
+
+class Status(StrEnum):
+    """An episode's status (``episodes.status``), declared once: FINAL ones are results, RETRY ones are rerun."""
+    RUNNING = "running"              # in flight (or its process was killed: becomes interrupted)
+    OK = "ok"                        # the episode ended (success or not is ``success``)
+    BUDGET = "budget"                # it ran out of steps, tokens or wall time
+    HARNESS_ERROR = "harness_error"  # the harness's code failed (a result: the harness is to blame)
+    INFRA_ERROR = "infra_error"      # the backbone, environment or sandbox failed (not a result)
+    INTERRUPTED = "interrupted"      # its process died while it ran
+    SPEND_CAP = "spend_cap"          # the run-level spend cap stopped it (neither final nor retried by itself)
+
+
+FINAL = tuple(s.value for s in (Status.OK, Status.BUDGET, Status.HARNESS_ERROR))
+RETRY = tuple(s.value for s in (Status.INFRA_ERROR, Status.INTERRUPTED))
 SCHEMA_VERSION = 2  # 2: calls.queue_s, compute_s, reused_tokens
 EXPORT_MARKER = "run.json"         # a compact export of a run (jitlab/export.py) holds this instead of run.sqlite
 EXPORT_FORMAT = "jitlab-export/1"

@@ -5,6 +5,7 @@ from dataclasses import fields
 
 import pytest
 
+from jitlab.batch import BatchConfig
 from jitlab.cli import main
 from jitlab.engineer.loop import EngineerConfig
 from jitlab.engineer.table import TableConfig
@@ -14,7 +15,6 @@ from jitlab.jit.inference import JITConfig
 from jitlab.runner import RunConfig
 from jitlab.train.config import EngineerGRPOConfig, EngineerSFTConfig, Stage1Config, Stage2Config, Stage3Config
 from jitlab.train.pipeline import PipelineConfig
-from jitlab.viz.batch import BatchConfig
 
 CONFIGS = (RunConfig, JITConfig, EngineerConfig, TableConfig, TransferConfig, Stage1Config, Stage2Config,
            Stage3Config, EngineerSFTConfig, EngineerGRPOConfig, PipelineConfig, BatchConfig)

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from jitlab import experiments as X
 from jitlab.errors import ConfigError, InfraError
 from jitlab.store import load
-from jitlab.viz import experiments as X
 
 ray = pytest.importorskip("ray")
 
@@ -170,7 +170,7 @@ def test_batch_on_ray_isolates_a_failing_run_and_reruns_skip_ok_ones(cluster, tm
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "viz"))
     from test_batch import _notebook
 
-    from jitlab.viz.batch import BatchConfig, run_batch
+    from jitlab.batch import BatchConfig, run_batch
     nb = _notebook(tmp_path / "tiny.ipynb")
     grid = tmp_path / "grid.yaml"
     grid.write_text("x: [1]\nfail: [false]\nruns:\n  - {x: 3, fail: true}\n")

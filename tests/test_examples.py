@@ -26,3 +26,41 @@ def test_hello_harness_is_written_from_scratch():
     classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
     assert classes == {"Memory", "Planner", "CapabilityPolicy", "Action"}
     assert all(not n.bases for n in tree.body if isinstance(n, ast.ClassDef))     # nothing inherited
+    assert "SimpleNamespace" not in (EXAMPLES / "hello_harness.py").read_text()  # a real Harness, not a stand-in
+    assert {"jitlab.harness"} <= modules
+
+
+def test_from_modules_checks_each_slot_and_builds_fresh_instances():
+    import pytest
+
+    from jitlab.errors import HarnessError
+    from jitlab.harness import Harness
+    hello = _load("hello_harness")
+    classes = dict(memory=hello.Memory, planner=hello.Planner, policy=hello.CapabilityPolicy, action=hello.Action)
+    harness = Harness.from_modules(**classes, name="hello")
+    first, second = harness.build(), harness.build()
+    assert set(first) == {"memory", "planner", "policy", "action"} and first["memory"] is not second["memory"]
+    assert harness.name == "hello" and len(harness.sha) == 64
+    assert Harness.from_modules(**classes).sha == harness.sha
+    with pytest.raises(HarnessError, match="lacks method.*plan") as err:
+        Harness.from_modules(**{**classes, "planner": hello.Memory})
+    assert err.value.file == "planning.py"
+    with pytest.raises(HarnessError, match="must be a class.*not an instance"):
+        Harness.from_modules(**{**classes, "action": hello.Action()})
+
+
+def test_the_package_root_re_exports_the_starting_names_lazily():
+    """``import jitlab`` gives run, RunConfig, run_jit, JITConfig and load, importing their modules only when used."""
+    import subprocess
+    import sys
+    code = ("import sys, jitlab; assert 'jitlab.runner' not in sys.modules and 'jitlab.jit.inference' not in sys.modules;"
+            "from jitlab.runner import RunConfig, run; from jitlab.jit.inference import JITConfig, run_jit;"
+            "from jitlab.store import load;"
+            "assert (jitlab.run, jitlab.RunConfig, jitlab.run_jit, jitlab.JITConfig, jitlab.load) == "
+            "(run, RunConfig, run_jit, JITConfig, load); assert set(jitlab.__all__) >= {'run', 'load'}")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    import pytest
+
+    import jitlab
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = jitlab.no_such_name

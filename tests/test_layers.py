@@ -3,7 +3,11 @@ layers below it. The import graph is built from every ``import`` / ``from`` node
 imports inside functions (which run lazily, so an import-at-runtime test would not see their cycles).
 
 Layers, from the bottom up: the foundation (core modules jitlab/*.py and the families llm, envs, modules, sandbox,
-seeds, seed_bank), then jit, then viz, then cli. A module may import its own layer and the layers below it.
+seeds, seed_bank), then jit, then experiments.py and batch.py (which run grids and notebooks), then viz, train and
+engineer, then cli, then the package root (jitlab/__init__.py, which re-exports a few starting names lazily; an
+import of the root itself is no edge, since importing any jitlab module imports it first). A module may import its
+own layer and the layers below it, except that viz only reads runs back: it imports none of the modules that start
+one (runner, jit.inference, cluster, experiments, batch).
 Inside the foundation: the families llm, envs and modules build on core only, a resolved seed imports only
 jitlab.protocol and jitlab.harnesskit, and protocol.py and errors.py import no jitlab module.
 """
@@ -16,10 +20,14 @@ import jitlab
 
 ROOT = Path(jitlab.__file__).parent
 FAMILIES = ("llm", "envs", "modules", "sandbox", "seeds", "seed_bank")
-RANK = {"core": 0, **{f: 0 for f in FAMILIES}, "jit": 1, "viz": 2, "train": 2, "engineer": 2, "cli": 3}
+# the package root (jitlab/__init__.py) is the front door: it re-exports a few names from any layer, lazily
+RANK = {"core": 0, **{f: 0 for f in FAMILIES}, "jit": 1, "experiments": 2, "batch": 2, "viz": 3, "train": 3,
+        "engineer": 3, "cli": 4, "root": 5}
 # inside the foundation: what each family may import besides itself
 ALLOWED = {"llm": {"core"}, "envs": {"core"}, "modules": {"core"}}
 SEED_IMPORTS = {"jitlab.protocol", "jitlab.harnesskit"}
+# what viz must not import: the modules that start runs (viz reads their records back)
+RUNS_STARTERS = {"jitlab.runner", "jitlab.jit.inference", "jitlab.cluster", "jitlab.experiments", "jitlab.batch"}
 
 
 def module_names() -> dict[str, Path]:
@@ -62,7 +70,8 @@ def import_graph() -> dict[str, set[str]]:
                 # `from pkg import sub` imports the submodule pkg.sub when there is one
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
             for t in targets:
-                if t.startswith("jitlab") and (m := _target(t, modules)) and m != name:
+                # an edge to the root says nothing: importing any jitlab module imports the root first
+                if t.startswith("jitlab") and (m := _target(t, modules)) and m not in (name, "jitlab"):
                     graph[name].add(m)
     return graph
 
@@ -101,6 +110,8 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def layer(module: str) -> str:
     parts = module.split(".")
+    if module == "jitlab":
+        return "root"
     if len(parts) == 1 or (len(parts) == 2 and parts[1] not in RANK):
         return "core"
     return parts[1]
@@ -120,7 +131,16 @@ def test_every_subpackage_has_a_layer():
 def test_layers_import_only_downwards():
     bad = [f"{a} ({layer(a)}) imports {b} ({layer(b)})" for a, targets in import_graph().items() for b in sorted(targets)
            if RANK.get(layer(b), 0) > RANK.get(layer(a), 0) and b != "jitlab"]
-    assert not bad, "imports against the layers (core + families < jit < viz < cli):\n" + "\n".join(bad)
+    assert not bad, "imports against the layers (core + families < jit < experiments, batch < viz, train, " \
+                    "engineer < cli):\n" + "\n".join(bad)
+
+
+def test_viz_only_reads():
+    """viz draws and tabulates saved records; running grids, JIT modes and notebook batches is experiments/batch."""
+    bad = [f"{a} imports {b}" for a, targets in import_graph().items() if layer(a) == "viz"
+           for b in sorted(targets & RUNS_STARTERS)]
+    assert not bad, "viz imports a module that starts runs (move the runner to jitlab/experiments.py):\n" + \
+        "\n".join(bad)
 
 
 def test_families_build_on_core_only():

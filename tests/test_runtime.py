@@ -166,6 +166,20 @@ def test_an_environment_crash_is_an_infra_error_not_the_harness():
     assert result.status == "infra_error" and "game engine died" in result.error
 
 
+def test_a_scorer_crash_is_an_infra_error_not_the_harness():
+    suite = ToySuite()
+    spec = suite.tasks()[0]
+    env = suite.make_env(spec)
+
+    def broken():
+        raise KeyError("scorer lost its table")
+    env.score = broken
+    llm = LLMHandle(_solver(spec))
+    result = run_episode(env, HarnessAgent(load_harness("react"), llm), llm, Budget())
+    assert result.status == "infra_error" and "scorer lost its table" in result.error and "score" in result.error
+    assert not result.success and result.reward == 0.0 and result.steps > 0
+
+
 def test_score_calls_are_counted_and_priced():
     from jitlab.llm.pricing import Price
 

@@ -148,7 +148,7 @@ def test_jit_cap_stops_and_resumes(tmp_path):
 
 
 def test_a_grid_cap_counts_every_cell(tmp_path):
-    from jitlab.viz import experiments as X
+    from jitlab import experiments as X
     root = tmp_path / "grid"
     with pytest.raises(SpendCapReached):
         X.run_grid("toy", ["react", "plan_and_execute"], BACKBONE, limit=2, out_root=root, cache=False,

@@ -202,3 +202,26 @@ def test_calls_record_queue_compute_and_prefix_reuse_and_old_files_gain_the_colu
     calls = load(old)["calls"]
     assert calls["prefix_hit"].isna().tolist() == [True, False] and calls["prefix_hit"].iloc[1] == 0.75
     assert calls["queue_s"].iloc[1] == 0.25 and calls["compute_s"].iloc[1] == 0.75
+
+
+def test_episode_statuses_are_declared_once():
+    """Every status the episode code writes or compares is a store.Status value; FINAL and RETRY partition the ones a
+    finished or retried episode has."""
+    import ast
+    from pathlib import Path
+
+    import jitlab
+    from jitlab.store import FINAL, RETRY, Status
+    assert set(FINAL) | set(RETRY) < set(Status) and not set(FINAL) & set(RETRY)
+    root = Path(jitlab.__file__).parent
+    found = set()
+    for name in ("runtime.py", "runner.py", "store.py", "jit/inference.py"):
+        for node in ast.walk(ast.parse((root / name).read_text())):
+            if isinstance(node, ast.Compare) and getattr(node.left, "attr", getattr(node.left, "id", "")) == "status":
+                found |= {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if isinstance(node, ast.keyword) and node.arg == "status" and isinstance(node.value, ast.Constant):
+                found.add(node.value.value)
+            if isinstance(node, ast.Assign) and any(getattr(t, "attr", "") == "status" for t in node.targets) \
+                    and isinstance(node.value, ast.Constant):
+                found.add(node.value.value)
+    assert found and found <= set(Status), f"statuses not in store.Status: {sorted(found - set(Status))}"

@@ -61,7 +61,7 @@ def cmd_show(args) -> int:
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     _print_intervals(summaries)
     if args.mechanisms:
-        from jitlab.viz.experiments import mechanism_usage
+        from jitlab.viz.runs import mechanism_usage
         for run_dir in args.run_dirs:
             _, mech = mechanism_usage(run_dir)
             print(f"\ncase-study mechanisms in {run_dir} (tasks whose harness used each; success and reward when "

@@ -5,7 +5,7 @@
     jitlab batch notebooks/05_static_vs_streaming.ipynb --grid params.yaml --out batches/05 [--parallel N]
 
 ``add_viz_commands(subparsers)`` registers them on jitlab's argparse subparsers (jitlab/cli/__init__.py);
-``batch``'s options are generated from :class:`jitlab.viz.batch.BatchConfig`.
+``batch``'s options are generated from :class:`jitlab.batch.BatchConfig`.
 Heavy libraries (holoviews, panel, papermill) are imported inside the command functions only.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def cmd_dash(args) -> int:
 
 
 def cmd_batch(args) -> int:
-    from jitlab.viz.batch import BatchConfig, run_batch
+    from jitlab.batch import BatchConfig, run_batch
     manifest = run_batch(config_from_args(BatchConfig, args))
     s = manifest["summary"]
     print(f"jitlab batch: {s['ok']} ok ({s['skipped']} skipped as already ok), {s['failed']} failed of "
@@ -72,6 +72,6 @@ def add_viz_commands(subparsers) -> None:
     p.set_defaults(func=cmd_dash)
 
     p = subparsers.add_parser("batch", help="run a notebook once per parameter combination (papermill)")
-    from jitlab.viz.batch import BatchConfig
+    from jitlab.batch import BatchConfig
     add_config_arguments(p, BatchConfig, required=("grid", "out"), positional=("notebook",))
     p.set_defaults(func=cmd_batch)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 from jitlab.fields import CANDIDATES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.llm.lazy import BackbonePool
 from jitlab.runtime import EPISODE_MAX_TOKENS, Budget, LLMHandle
 
 __all__ = ["EngineerConfig", "delta", "evaluate_patch", "run_batch", "run_engineer"]
@@ -88,11 +89,12 @@ def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
     return tasks
 
 
-def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | Path) -> dict:
+def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | Path,
+              backbones: BackbonePool | None = None) -> dict:
     """Run ``harness`` on exactly ``tasks`` (a contiguous slice of one split of ``cfg.family``, as ``_tasks`` gives,
     in any order; seed ``cfg.seed``) in the sandbox with ``jitlab.runner.run``, ``cfg.concurrency`` episodes at once,
-    recorded in ``out`` (the jitlab run format; resumable). Returns the run's summary with ``episodes``: {(task id,
-    seed): success}, ``harness_sha`` and ``run_dir``."""
+    recorded in ``out`` (the jitlab run format; resumable). ``backbones``: the pool the caller's runs share (default: a
+    new one). Returns the run's summary with ``episodes``: {(task id, seed): success}, ``harness_sha`` and ``run_dir``."""
     from jitlab.envs.base import get_suite
     from jitlab.runner import RunConfig, run
     from jitlab.store import load
@@ -108,23 +110,25 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
                    max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, isolation="sandbox",
                    allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=str(out), concurrency=cfg.concurrency,
                    quiet=True)
-    summary = json.loads((run(rc, backbone=_backbone(cfg.backbone, cfg.backbone_options)) / "summary.json").read_text())
-    frames = load(out)
+    run_dir = run(rc, backbone=(backbones or BackbonePool()).get(cfg.backbone, cfg.backbone_options))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    frames = load(run_dir)
     done = frames["episodes"][frames["episodes"]["final"]]
     summary["episodes"] = {(str(r.task_id), int(r.seed)): bool(r.success) for r in done.itertuples()}
     summary["harness_sha"], summary["run_dir"] = frames["config"]["harness_sha"].iloc[0], str(out)
     return summary
 
 
-_BACKBONES: dict = {}
+@dataclass
+class _Kept:
+    """The round's best valid candidate so far: its proposal, its record and its patched run's summary."""
+    proposal: object
+    record: dict
+    run: dict
 
-
-def _backbone(name: str, options: dict | None = None):
-    from jitlab.llm.lazy import LazyBackbone
-    key = (name, json.dumps(options or {}, sort_keys=True, default=str))
-    if key not in _BACKBONES:  # one (lazily loaded) model per name and options for the whole loop
-        _BACKBONES[key] = LazyBackbone(name, dict(options or {}))
-    return _BACKBONES[key]
+    @property
+    def delta(self) -> float:
+        return self.record["delta"]
 
 
 def _cache(cfg: EngineerConfig):
@@ -145,23 +149,25 @@ def delta(base: dict, patched: dict) -> dict:
 
 
 def evaluate_patch(cfg: EngineerConfig, base_folder: Path, text: str, tasks: list, reference: dict, suite, dev_task,
-                   out: Path, run_dir) -> tuple[dict, dict | None]:
+                   out: Path, run_dir, backbones: BackbonePool | None = None) -> tuple[dict, dict | None]:
     """One candidate as the loop scores it: write base + patch to ``out/patches/<sha16>``, validate it (static checks,
     then a sandboxed smoke episode on ``dev_task``), and when valid re-run ``tasks`` with it into ``run_dir(sha)``
     (resumable; replay cache per ``cfg.cache``). Returns (record fields: sha, folder, validation and, when valid, the
-    ``delta`` fields against ``reference`` (a run_batch summary), run_dir, tokens; the patched run's summary or None)."""
+    ``delta`` fields against ``reference`` (a run_batch summary), run_dir, tokens; the patched run's summary or None).
+    ``backbones``: the pool the loop's runs share (default: a new one)."""
     from jitlab.engineer.patches import apply_patch, patch_identity, validate_patch
     from jitlab.jit.repair import RepairConfig
     repair_cfg = RepairConfig(smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
     sha = patch_identity(base_folder, text)
     folder = apply_patch(base_folder, text, out / "patches" / sha[:16])
-    llm = LLMHandle(_backbone(cfg.backbone, cfg.backbone_options),
+    backbones = backbones or BackbonePool()
+    llm = LLMHandle(backbones.get(cfg.backbone, cfg.backbone_options),
                     Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg), seed=cfg.seed, phase="select")
     validation = validate_patch(base_folder, text, suite, dev_task, llm, out / "validate", repair_cfg)
     record = {"sha": sha, "folder": str(folder), "validation": validation.as_dict()}
     if not validation.ok:
         return record, None
-    patched = run_batch(cfg, folder, tasks, run_dir(sha))
+    patched = run_batch(cfg, folder, tasks, run_dir(sha), backbones)
     record |= {**delta(reference, patched), "run_dir": patched["run_dir"], "tokens_per_task": patched["tokens_per_task"],
                "base_tokens_per_task": reference["tokens_per_task"]}
     return record, patched
@@ -177,8 +183,9 @@ def _append(path: Path, record: dict) -> None:
         fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
 
 
-def run_engineer(cfg: EngineerConfig) -> dict:
-    """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``."""
+def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None) -> dict:
+    """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``. ``backbones``:
+    the pool its runs share, one loaded model per name (default: a new one; pass one to share it across loops)."""
     from jitlab.engineer.packets import build_packet, packet_json
     from jitlab.engineer.proposer import OFFLINE, make_engineer
     from jitlab.envs.base import get_suite
@@ -186,6 +193,7 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     from jitlab.jit.repair import dev_task_for
     from jitlab.llm.base import check_options
     check_fields(cfg)
+    backbones = backbones or BackbonePool()
     out = Path(cfg.out)
     suite = get_suite(cfg.suite)
     base_folder = resolve(cfg.harness)
@@ -194,16 +202,16 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
     dev_task = dev_task_for(suite, tasks[0])
     same_kind = cfg.engineer.partition(":")[0] == cfg.backbone.partition(":")[0]
-    engineer_backbone = None if cfg.engineer in OFFLINE else _backbone(cfg.engineer,
-                                                                        cfg.backbone_options if same_kind else {})
+    engineer_backbone = None if cfg.engineer in OFFLINE else backbones.get(cfg.engineer,
+                                                                            cfg.backbone_options if same_kind else {})
     engineer = make_engineer(cfg.engineer, None if engineer_backbone is None else (
-        lambda i: LLMHandle(engineer_backbone, Budget(max_tokens=10 ** 9), _cache(cfg), seed=i, phase="engineer")),
+        lambda i: LLMHandle(engineer_backbone, Budget.unlimited(), _cache(cfg), seed=i, phase="engineer")),
         **({} if engineer_backbone is None else {"max_new_tokens": cfg.engineer_tokens}))
     out.mkdir(parents=True, exist_ok=True)
     log = out / "candidates.jsonl"
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
 
-    current_text, current_run = "", run_batch(cfg, base_folder, tasks, out / "round0" / "base")
+    current_text, current_run = "", run_batch(cfg, base_folder, tasks, out / "round0" / "base", backbones)
     base_run = current_run
     say(f"base {base_folder.name}: success {current_run['success_rate']:.2f} on {len(tasks)} tasks")
     rounds = []
@@ -220,7 +228,7 @@ def run_engineer(cfg: EngineerConfig) -> dict:
         for i, proposal in enumerate(proposals):
             start = time.perf_counter()
             scored, patched = evaluate_patch(cfg, base_folder, proposal.text, tasks, current_run, suite, dev_task, out,
-                                             lambda sha, i=i, rdir=rdir: rdir / f"{i}-{sha[:12]}")
+                                             lambda sha, i=i, rdir=rdir: rdir / f"{i}-{sha[:12]}", backbones)
             record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
                       "reply": proposal.reply,
                       "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(base_folder),
@@ -229,18 +237,18 @@ def run_engineer(cfg: EngineerConfig) -> dict:
             if patched is not None:
                 record["base_run_dir"] = str(packet_dir)
                 d = record["delta"]
-                if d is not None and d >= 0 and (best is None or d > best[1]["delta"]):
-                    best = (proposal, record, patched)
+                if d is not None and d >= 0 and (best is None or d > best.delta):
+                    best = _Kept(proposal, record, patched)
             record["wall_s"] = round(time.perf_counter() - start, 3)
             _append(log, record)
             shown = f"Δ={record['delta']:+.2f}" if record.get("delta") is not None else \
                 f"invalid: {(record['validation'].get('diagnostic') or {}).get('kind', '')}"
             say(f"round {r} candidate {i} {proposal.name} {record['sha'][:12]}: {shown}")
-        kept = best is not None and best[1]["delta"] > 0
+        kept = best is not None and best.delta > 0
         rounds.append({"round": r, "packet_sha": packet_sha, "candidates": len(proposals),
-                       "kept": best[1]["sha"] if kept else None, "delta": best[1]["delta"] if best else None})
+                       "kept": best.record["sha"] if kept else None, "delta": best.delta if best else None})
         if kept:
-            current_text, current_run = best[0].text, best[2]
+            current_text, current_run = best.proposal.text, best.run
     summary = {"config": asdict(cfg), "base_sha": base_run["harness_sha"], "base_success": base_run["success_rate"],
                "kept_patch": current_text, "kept_sha": current_run["harness_sha"] if current_text else None,
                "success": current_run["success_rate"], "delta_batch": delta(base_run, current_run)["delta"],
@@ -251,9 +259,9 @@ def run_engineer(cfg: EngineerConfig) -> dict:
     if cfg.test:
         checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
     for label, held in checks:  # the base always runs: a table's base rows need its held-out runs too
-        b = run_batch(cfg, base_folder, held, out / label / "base")
+        b = run_batch(cfg, base_folder, held, out / label / "base", backbones)
         p = b if not current_text else run_batch(cfg, out / "patches" / current_run["harness_sha"][:16], held,
-                                                   out / label / "patched")
+                                                   out / label / "patched", backbones)
         summary[f"delta_{label}"] = delta(b, p)
         summary["runs"][label] = {"base": b["run_dir"], "kept": p["run_dir"]}
         say(f"{label}: base {b['success_rate']:.2f} -> {'patched' if current_text else 'no patch kept'} "

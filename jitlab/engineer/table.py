@@ -32,6 +32,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 from jitlab.fields import CANDIDATES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.llm.lazy import BackbonePool
 from jitlab.runtime import EPISODE_MAX_TOKENS
 
 __all__ = ["COLUMNS", "LABELS", "TableConfig", "run_table", "table_rows"]
@@ -137,7 +138,7 @@ def run_table(cfg: TableConfig) -> list[dict]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
-    rows = []
+    rows, backbones = [], BackbonePool()   # one loaded model per backbone for every loop of the table
     for harness in harnesses:
         summaries = {}
         for engineer in engineers:
@@ -146,7 +147,7 @@ def run_table(cfg: TableConfig) -> list[dict]:
                 suite=cfg.suite, harness=harness, backbone=cfg.backbone, engineer=engineer, batch=cfg.batch,
                 offset=cfg.offset, k=cfg.k, rounds=1, disjoint=True, test=cfg.test, seed=cfg.seed,
                 max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, concurrency=cfg.concurrency, cache=cfg.cache,
-                allow_unisolated=cfg.allow_unisolated, out=str(loop_out), quiet=True))
+                allow_unisolated=cfg.allow_unisolated, out=str(loop_out), quiet=True), backbones)
             s = summaries[engineer]
             say(f"{harness} + {engineer}: batch {s['base_success']:.2f} -> {s['success']:.2f}, kept "
                 f"{(s['kept_sha'] or 'none')[:12]} ({loop_out})")

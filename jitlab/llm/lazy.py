@@ -5,7 +5,8 @@ done) load no model. The runtime's handle (jitlab.runtime.LLMHandle) and every J
     bb.chat(messages, max_new_tokens=48)
 
 ``id`` is the configured name plus its options, which keys the replay cache. A backbone that fails to load
-is an InfraError (infrastructure), never a harness failure.
+is an InfraError (infrastructure), never a harness failure. A ``BackbonePool`` hands out one LazyBackbone per name
+and options, so the runs of a loop share one loaded model; its owner passes it to whatever runs them.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import threading
 
 from jitlab.errors import ConfigError, InfraError
 
-__all__ = ["LazyBackbone"]
+__all__ = ["BackbonePool", "LazyBackbone"]
 
 _LOAD_LOCK = threading.RLock()
 
@@ -55,3 +56,18 @@ class LazyBackbone:
         if scorer is None:
             raise NotImplementedError(f"backbone {self.name} has no score()")
         return scorer(messages, candidates)
+
+
+class BackbonePool:
+    """One LazyBackbone per (name, options), loaded once however many runs use it (thread-safe)."""
+
+    def __init__(self):
+        self._backbones: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str, options: dict | None = None) -> LazyBackbone:
+        key = (name, json.dumps(options or {}, sort_keys=True, default=str))
+        with self._lock:
+            if key not in self._backbones:
+                self._backbones[key] = LazyBackbone(name, dict(options or {}))
+            return self._backbones[key]

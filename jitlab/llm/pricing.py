@@ -7,7 +7,8 @@ Format (one entry per model; keys may use shell wildcards)::
 
 ``load_pricing(path)`` reads a file, ``default_pricing()`` the one shipped next to this module
 (its comments say where each default number comes from), ``find_price(table, *names)`` returns the
-first matching entry. Caveat: prices are whatever the table says; nothing here is fetched.
+first matching entry, ``known_price(backbone, options)`` the price of a backbone by its name, without loading it.
+Caveat: prices are whatever the table says; nothing here is fetched.
 """
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from jitlab.errors import ConfigError
+from jitlab.llm.base import PACKAGED_IDS
+from jitlab.llm.scripted import PRICE_PER_TOKEN
 
-__all__ = ["DEFAULT_PRICING", "Price", "default_pricing", "find_price", "load_pricing", "resolve_pricing"]
+__all__ = ["DEFAULT_PRICING", "Price", "default_pricing", "find_price", "known_price", "load_pricing",
+           "resolve_pricing"]
 
 DEFAULT_PRICING = Path(__file__).with_name("pricing.yaml")
 
@@ -93,3 +97,18 @@ def find_price(table: dict[str, Price], *names: str) -> Price | None:
             if any(ch in key for ch in "*?[") and fnmatch.fnmatchcase(name, key):
                 return price
     return None
+
+
+def known_price(backbone: str, options: dict | None = None) -> Price | None:
+    """The Price of a backbone from its name and options without loading it (None when unknown, e.g. a
+    litellm model priced only by litellm's own map). Scripted test doubles carry their nominal price."""
+    kind, _, rest = backbone.partition(":")
+    if kind == "scripted":
+        return Price(PRICE_PER_TOKEN * 1e6, PRICE_PER_TOKEN * 1e6)
+    if kind == "llamacpp" and rest in PACKAGED_IDS:   # the same weights on llama.cpp: the same price
+        kind = rest
+    names = [PACKAGED_IDS[kind]] if kind in PACKAGED_IDS else [backbone, rest]
+    try:
+        return find_price(resolve_pricing((options or {}).get("pricing")), *names)
+    except (ConfigError, TypeError):  # a bad pricing option is reported when the backbone loads
+        return None

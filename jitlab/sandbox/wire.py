@@ -124,10 +124,6 @@ def _diagnostic(v):
             and _str(v["traceback"]))
 
 
-def _none(v):
-    return v is None
-
-
 # op -> {field: check}; "nonce" and "op" are implied
 _CHILD_OPS = {
     "hello": {},

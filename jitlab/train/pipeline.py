@@ -4,9 +4,10 @@
     from jitlab.train.pipeline import PipelineConfig, run_pipeline, run_steps
     run_steps(cfg, out, ["baselines", "data1", "stage1", "validity"])                      # notebook 02
 
-Steps (``STEPS``, in order; each writes under ``out``):
+Steps (the table ``PIPELINE``: name, the config fields it reads, what it runs; ``STEPS`` names them in order; each
+writes under ``out``):
 
-    baselines  seed harnesses on ``baseline_limit`` dev tasks with ``executor`` (jitlab.viz.experiments.run_grid):
+    baselines  seed harnesses on ``baseline_limit`` dev tasks with ``executor`` (jitlab.experiments.run_grid):
                the offline teacher's evidence -> baselines/<suite>/<seed>-<executor>/. Skipped when ``runs`` is given.
     data1      Stage I data (jitlab.train.data.build_stage1) from those runs and ``banks`` -> data1/
     stage1     SFT then DPO (jitlab.train.stage1) -> stage1/adapter
@@ -23,26 +24,37 @@ Steps (``STEPS``, in order; each writes under ``out``):
 
 Every stage's own config is the stage dataclass (jitlab.train.config) with the pipeline's wiring (data folders,
 adapters, suite) and the YAML mapping given under the stage's key (``stage1: {sft_steps: 20}``). ``pipeline.json``
-records each step's inputs, outputs and wall time; a rerun skips a finished step whose inputs are unchanged (the
-stages themselves resume a killed training from its last checkpoint). Caveat: a step rerun with changed inputs
+records each step's inputs, outputs and wall time. Every stage's config (and the keys of ``baseline_options`` and
+``eval_options``) is checked before the first step runs, so a typo in Stage III's mapping fails at once. A rerun
+skips a finished step whose inputs are unchanged (the stages themselves resume a killed training from its last
+checkpoint). Caveat: a step rerun with changed inputs
 into an existing stage folder is refused by that stage (ConfigDrift): choose a new --out.
 """
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError
 from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields
-from jitlab.train.config import FORMATS, Stage1DataConfig, check_format
+from jitlab.train.config import (
+    FORMATS,
+    Stage1Config,
+    Stage1DataConfig,
+    Stage2Config,
+    Stage2DataConfig,
+    Stage3Config,
+    check_format,
+)
 from jitlab.train.records import write_json
 
-__all__ = ["POLICIES", "STEPS", "PipelineConfig", "code_references", "evaluate_policies", "k_references",
+__all__ = ["PIPELINE", "POLICIES", "STEPS", "PipelineConfig", "Step", "check_stages", "code_references",
+           "evaluate_policies", "k_references",
            "policy_backbones", "read_manifest", "repair_before", "run_pipeline", "run_steps", "stage_overrides"]
 
-STEPS = ("baselines", "data1", "stage1", "data2", "stage2", "stage3", "validity", "streaming", "figures")
 POLICIES = ("base", "stage1", "stage2", "stage3")
 
 
@@ -168,60 +180,166 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
     return result
 
 
-def _step(name: str, cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    """(inputs, outputs) of step ``name``; runs it."""
-    from jitlab.train import config as C
-    common = {"allow_unisolated": cfg.allow_unisolated}
-    train = {"threads": cfg.threads} if cfg.threads else {}
-    if name == "baselines":
-        from jitlab.viz.experiments import run_grid, seed_harnesses
-        seeds = cfg.seeds or seed_harnesses()
-        inputs = {"seeds": seeds, "executor": cfg.executor, "limit": cfg.baseline_limit, **cfg.baseline_options}
-        if cfg.runs:
-            return {"runs": cfg.runs}, {"skipped": "runs given", "runs": cfg.runs}
-        # absolute: run_grid takes a relative out_root from the repository root, every other step from the
-        # working directory, and a pipeline's folder is one place
-        rows = run_grid(cfg.suite, seeds, cfg.executor, limit=cfg.baseline_limit, out_root=out.absolute() / "baselines",
-                        split="dev", allow_unisolated=cfg.allow_unisolated, **cfg.baseline_options)
-        return inputs, {"runs": list(rows["run_dir"]), "success_rate": dict(zip(rows["harness"], rows["success_rate"]))}
-    if name == "data1":
-        from jitlab.train.data import build_stage1
-        runs = cfg.runs or _done(out, "baselines")["outputs"]["runs"]
-        data = _stage(C.Stage1DataConfig, cfg.data1, {"runs": runs, "banks": cfg.banks, "format": cfg.format,
-                                                       **common}, "data1")
-        return asdict(data), {"counts": build_stage1(data, out / "data1")["counts"]}
-    if name == "stage1":
-        from jitlab.train.stage1 import run_stage1
-        s1 = _stage(C.Stage1Config, cfg.stage1, {"data": str(out / "data1"), **train}, "stage1")
-        return asdict(s1), _phases(run_stage1(s1, out / "stage1"))
-    if name == "data2":
-        from jitlab.train.repair_data import build_stage2
-        wiring = {"suite": cfg.suite, "formats": [cfg.format], **common}
-        if (out / "data1" / "sft.jsonl").is_file():
-            wiring["stage1_data"] = str(out / "data1")
-        data = _stage(C.Stage2DataConfig, cfg.data2, wiring, "data2")
-        return asdict(data), {"counts": build_stage2(data, out / "data2")["counts"]}
-    if name == "stage2":
-        from jitlab.train.stage2 import run_stage2
-        wiring = {"data": str(out / "data2"), "stage1": _adapter(out, "stage1"), "formats": [cfg.format], **common,
-                  **train}
-        s2 = _stage(C.Stage2Config, cfg.stage2, wiring, "stage2")
-        manifest = run_stage2(s2, out / "stage2")
-        return asdict(s2), {**_phases(manifest), "eval": manifest.get("eval")}
-    if name == "stage3":
-        from jitlab.train.stage3 import run_stage3
-        wiring = {"suite": cfg.suite, "executor": cfg.executor, "policy": _adapter(out, "stage2", "stage1"),
-                  "k_references": k_references(cfg), "format": cfg.format, "code_references": code_references(cfg),
-                  **common, **train}
-        s3 = _stage(C.Stage3Config, cfg.stage3, wiring, "stage3")
-        manifest = run_stage3(s3, out / "stage3")
-        return asdict(s3), {**_phases(manifest), "summary": manifest["summary"]}
-    if name in ("validity", "streaming"):
-        return _fingerprint(cfg, out, name), evaluate_policies(cfg, out, name)
-    if name == "figures":
-        from jitlab.train.report import pipeline_figures
-        return {"steps": sorted(_manifest(out)["steps"])}, {"files": pipeline_figures(out)}
-    raise ConfigError(f"unknown pipeline step {name!r}; steps: {', '.join(STEPS)}")
+def _common(cfg: PipelineConfig) -> dict:
+    return {"allow_unisolated": cfg.allow_unisolated}
+
+
+def _train(cfg: PipelineConfig) -> dict:
+    return {"threads": cfg.threads} if cfg.threads else {}
+
+
+def _baseline_runs(out: Path) -> list:
+    """The run directories the baselines step recorded ([] before it has run)."""
+    step = _manifest(out)["steps"].get("baselines") or {}
+    return (step.get("outputs") or {}).get("runs", []) if step.get("status") == "done" else []
+
+
+def _wire_data1(cfg: PipelineConfig, out: Path) -> dict:
+    return {"runs": cfg.runs or _baseline_runs(out), "banks": cfg.banks, "format": cfg.format, **_common(cfg)}
+
+
+def _wire_stage1(cfg: PipelineConfig, out: Path) -> dict:
+    return {"data": str(out / "data1"), **_train(cfg)}
+
+
+def _wire_data2(cfg: PipelineConfig, out: Path) -> dict:
+    wiring = {"suite": cfg.suite, "formats": [cfg.format], **_common(cfg)}
+    if (out / "data1" / "sft.jsonl").is_file():
+        wiring["stage1_data"] = str(out / "data1")
+    return wiring
+
+
+def _wire_stage2(cfg: PipelineConfig, out: Path) -> dict:
+    return {"data": str(out / "data2"), "stage1": _adapter(out, "stage1"), "formats": [cfg.format], **_common(cfg),
+            **_train(cfg)}
+
+
+def _wire_stage3(cfg: PipelineConfig, out: Path) -> dict:
+    return {"suite": cfg.suite, "executor": cfg.executor, "policy": _adapter(out, "stage2", "stage1"),
+            "k_references": k_references(cfg), "format": cfg.format, "code_references": code_references(cfg),
+            **_common(cfg), **_train(cfg)}
+
+
+def _config(name: str, cfg: PipelineConfig, out: Path):
+    """The stage config step ``name`` runs with: its class from the pipeline's wiring, then the user's mapping."""
+    step = STEP_TABLE[name]
+    return _stage(step.stage, getattr(cfg, name), step.wiring(cfg, out), name)
+
+
+def _run_baselines(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    from jitlab.experiments import run_grid, seed_harnesses
+    seeds = cfg.seeds or seed_harnesses()
+    inputs = {"seeds": seeds, "executor": cfg.executor, "limit": cfg.baseline_limit, **cfg.baseline_options}
+    if cfg.runs:
+        return {"runs": cfg.runs}, {"skipped": "runs given", "runs": cfg.runs}
+    # absolute: run_grid takes a relative out_root from the repository root, every other step from the working
+    # directory, and a pipeline's folder is one place
+    rows = run_grid(cfg.suite, seeds, cfg.executor, limit=cfg.baseline_limit, out_root=out.absolute() / "baselines",
+                    split="dev", allow_unisolated=cfg.allow_unisolated, **cfg.baseline_options)
+    return inputs, {"runs": list(rows["run_dir"]), "success_rate": dict(zip(rows["harness"], rows["success_rate"]))}
+
+
+def _run_data1(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    from jitlab.train.data import build_stage1
+    if not cfg.runs:
+        _done(out, "baselines")
+    data = _config("data1", cfg, out)
+    return asdict(data), {"counts": build_stage1(data, out / "data1")["counts"]}
+
+
+def _run_stage1(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    from jitlab.train.stage1 import run_stage1
+    s1 = _config("stage1", cfg, out)
+    return asdict(s1), _phases(run_stage1(s1, out / "stage1"))
+
+
+def _run_data2(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    from jitlab.train.repair_data import build_stage2
+    data = _config("data2", cfg, out)
+    return asdict(data), {"counts": build_stage2(data, out / "data2")["counts"]}
+
+
+def _run_stage2(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    from jitlab.train.stage2 import run_stage2
+    s2 = _config("stage2", cfg, out)
+    manifest = run_stage2(s2, out / "stage2")
+    return asdict(s2), {**_phases(manifest), "eval": manifest.get("eval")}
+
+
+def _run_stage3(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    from jitlab.train.stage3 import run_stage3
+    s3 = _config("stage3", cfg, out)
+    manifest = run_stage3(s3, out / "stage3")
+    return asdict(s3), {**_phases(manifest), "summary": manifest["summary"]}
+
+
+def _run_validity(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    return _fingerprint(cfg, out, "validity"), evaluate_policies(cfg, out, "validity")
+
+
+def _run_streaming(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    return _fingerprint(cfg, out, "streaming"), evaluate_policies(cfg, out, "streaming")
+
+
+def _run_figures(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
+    from jitlab.train.report import pipeline_figures
+    return {"steps": sorted(_manifest(out)["steps"])}, {"files": pipeline_figures(out)}
+
+
+def _eval_inputs(cfg: PipelineConfig, out: Path) -> dict:
+    """What an evaluation reads besides config fields: the policies that exist and the prompts' reference counts."""
+    return {"backbones": policy_backbones(cfg, out), "k_references": k_references(cfg),
+            "code_references": code_references(cfg)}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pipeline step. ``reads``: the PipelineConfig fields it depends on (with ``more``, its fingerprint: a change
+    reruns it); ``run(cfg, out)`` does it and returns (inputs, outputs). A step that builds a stage config names its
+    class (``stage``, from the pipeline's ``wiring(cfg, out)`` and the mapping under the step's name), checked for
+    every stage before any step runs."""
+    name: str
+    reads: tuple[str, ...]
+    run: Callable[[PipelineConfig, Path], tuple[dict, dict]]
+    stage: type | None = None
+    wiring: Callable[[PipelineConfig, Path], dict] | None = None
+    more: Callable[[PipelineConfig, Path], dict] | None = None
+
+
+_EVAL = ("suite", "executor", "eval_policies", "eval_split", "eval_limit")
+PIPELINE = (
+    Step("baselines", ("suite", "executor", "seeds", "baseline_limit", "baseline_options", "runs"), _run_baselines),
+    Step("data1", ("runs", "banks", "data1", "allow_unisolated", "format"), _run_data1, Stage1DataConfig, _wire_data1),
+    Step("stage1", ("stage1", "threads"), _run_stage1, Stage1Config, _wire_stage1),
+    Step("data2", ("suite", "data2", "allow_unisolated", "format"), _run_data2, Stage2DataConfig, _wire_data2),
+    Step("stage2", ("stage2", "threads", "format"), _run_stage2, Stage2Config, _wire_stage2),
+    Step("stage3", ("suite", "executor", "stage3", "threads", "data1", "format"), _run_stage3, Stage3Config,
+         _wire_stage3),
+    Step("validity", (*_EVAL, "repair_rounds", "eval_max_new_tokens", "eval_smoke_steps", "format"), _run_validity,
+         more=_eval_inputs),
+    Step("streaming", (*_EVAL, "eval_options", "format"), _run_streaming, more=_eval_inputs),
+    Step("figures", (), _run_figures),
+)
+STEP_TABLE = {s.name: s for s in PIPELINE}
+STEPS = tuple(STEP_TABLE)
+
+
+def check_stages(cfg: PipelineConfig, out: str | Path) -> None:
+    """Build every stage's config (and check the option mappings' keys) before any step runs, so a typo in a later
+    stage's mapping fails at once, naming the stage and the key, instead of hours in."""
+    from dataclasses import fields
+
+    from jitlab.jit.inference import JITConfig
+    from jitlab.runner import RunConfig
+    out = Path(out)
+    for step in PIPELINE:
+        if step.stage is not None:
+            _stage(step.stage, getattr(cfg, step.name), step.wiring(cfg, out), step.name)
+    for key, cls in (("baseline_options", RunConfig), ("eval_options", JITConfig)):
+        unknown = sorted(set(getattr(cfg, key)) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ConfigError(f"pipeline config, {key}: unknown key(s) {', '.join(unknown)}; known: "
+                              f"{', '.join(f.name for f in fields(cls))}")
 
 
 def _phases(manifest: dict) -> dict:
@@ -244,12 +362,13 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
     """Run ``steps`` (names of ``STEPS``) into ``out``, skipping those already done with the same inputs; returns the
     manifest (``out/pipeline.json``: per step its inputs, outputs, wall_s; ``total_wall_s`` over the steps run)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = _manifest(out)
-    manifest["config"] = asdict(cfg)
     for name in steps:
         if name not in STEPS:
             raise ConfigError(f"unknown pipeline step {name!r}; steps: {', '.join(STEPS)}")
+    check_stages(cfg, out)   # before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = _manifest(out)
+    manifest["config"] = asdict(cfg)
     for name in [s for s in STEPS if s in steps]:
         before = manifest["steps"].get(name) or {}
         if name != "figures" and before.get("status") == "done" and \
@@ -262,7 +381,7 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
         start = time.perf_counter()
         manifest["steps"][name] = {"status": "running"}
         write_json(out / "pipeline.json", manifest)
-        inputs, outputs = _step(name, cfg, out)
+        inputs, outputs = STEP_TABLE[name].run(cfg, out)
         manifest["steps"][name] = {"status": "done", "fingerprint": _fingerprint(cfg, out, name), "inputs": inputs,
                                    "outputs": outputs, "wall_s": round(time.perf_counter() - start, 2)}
         manifest["total_wall_s"] = round(sum(s.get("wall_s", 0) for s in manifest["steps"].values()), 2)
@@ -273,20 +392,9 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
 
 
 def _fingerprint(cfg: PipelineConfig, out: Path, name: str) -> dict:
-    """What a finished step depends on: the config fields it reads (a change reruns it)."""
-    c = asdict(cfg)
-    keys = {"baselines": ["suite", "executor", "seeds", "baseline_limit", "baseline_options", "runs"],
-            "data1": ["runs", "banks", "data1", "allow_unisolated", "format"], "stage1": ["stage1", "threads"],
-            "data2": ["suite", "data2", "allow_unisolated", "format"], "stage2": ["stage2", "threads", "format"],
-            "stage3": ["suite", "executor", "stage3", "threads", "data1", "format"],
-            "validity": ["suite", "executor", "eval_policies", "eval_split", "eval_limit", "repair_rounds",
-                         "eval_max_new_tokens", "eval_smoke_steps", "format"],
-            "streaming": ["suite", "executor", "eval_policies", "eval_split", "eval_limit", "eval_options", "format"],
-            "figures": []}[name]
-    fp = {k: c[k] for k in keys}
-    if name in ("validity", "streaming"):
-        fp["backbones"] = policy_backbones(cfg, out)
-        fp["k_references"], fp["code_references"] = k_references(cfg), code_references(cfg)
+    """What a finished step depends on (its ``reads`` and ``more`` in PIPELINE): a change reruns it."""
+    step, c = STEP_TABLE[name], asdict(cfg)
+    fp = {k: c[k] for k in step.reads} | (step.more(cfg, out) if step.more else {})
     return json.loads(json.dumps(fp, default=str))
 
 

@@ -104,23 +104,23 @@ def training_scalars(run_dir: str | Path, tags=None):
 def fig_curves(df, tags=None, title: str = ""):
     """A HoloViews layout, one panel per tag, one curve per phase (``label`` column when present: e.g. the stage)."""
     from jitlab.errors import ConfigError
-    from jitlab.viz.figures import _colors, _hv, _panel_opts, _style
-    hv = _hv()
+    from jitlab.viz import style as S
+    hv = S.hv()
     if tags is not None:
         df = df[df["tag"].isin(list(tags))]
     if df.empty:
         raise ConfigError("fig_curves: no logged scalar to draw (did the training run log with report_to?)")
     label = df["label"] if "label" in df else df["phase"]
     df = df.assign(curve=label)
-    colors = _colors(df["curve"])
+    colors = S.colors(df["curve"])
     panels = []
     for tag, part in df.groupby("tag", sort=False):
         curves = []
         for name, g in part.groupby("curve", sort=False):     # points too: a one-step run draws no line
             g = g.sort_values("step")
-            curves += [_style(hv.Curve(g, "step", "value", label=str(name)), colors[name], width=2),
-                       _style(hv.Scatter(g, "step", "value", label=str(name)), colors[name])]
-        panels.append(_panel_opts(hv.Overlay(curves), f"{title} {tag}".strip(), "step", tag.split("/", 1)[-1]))
+            curves += [S.style(hv.Curve(g, "step", "value", label=str(name)), colors[name], width=2),
+                       S.style(hv.Scatter(g, "step", "value", label=str(name)), colors[name])]
+        panels.append(S.panel_opts(hv.Overlay(curves), f"{title} {tag}".strip(), "step", tag.split("/", 1)[-1]))
     return hv.Layout(panels).cols(2)
 
 
@@ -155,8 +155,8 @@ def pipeline_figures(out: str | Path) -> list[str]:
     channels per step, and the evaluation tables (markdown + CSV); each listed in figures/README.md."""
     import pandas as pd
 
-    from jitlab.viz.experiments import register_figure, save_figure
     from jitlab.viz.figures import write_table
+    from jitlab.viz.runs import register_figure, save_figure
     out = Path(out)
     fig_dir = out / "figures"
     command = f"jitlab train pipeline --out {out}"

@@ -54,20 +54,15 @@ from jitlab.errors import HarnessError
 from jitlab.harness import Harness, load_harness
 from jitlab.paths import package_root, repo_root
 from jitlab.protocol import HOOKS, Capability
+from jitlab.protocol import SLOTS as PROTOCOL_SLOTS
 from jitlab.resolve import parse_source
 from jitlab.viz.anatomy_svg import to_svg
 
 __all__ = ["SLOTS", "Anatomy", "BackboneCall", "FlowEdge", "SlotAnatomy", "anatomy"]
 
-# slot letter -> (key in Harness.classes, role, file, protocol methods with their input parameters)
-SLOTS = {
-    "M": ("memory", "Memory", "memory.py", {"reset": (), "update": ("event",), "view": ()}),
-    "P": ("planner", "Planner", "planning.py", {"reset": (), "plan": ("view",)}),
-    "F": ("policy", "CapabilityPolicy", "tool_policy.py",
-          {"reset": (), "select": ("directive", "view", "registry")}),
-    "A": ("action", "Action", "action.py", {"reset": (), "act": ("context",)}),
-    "H": ("hooks", "Hooks", "hooks.py", {"reset": ()}),
-}
+# slot letter -> (key in Harness.classes, role, file, protocol methods with their input parameters), from the slot
+# table (jitlab.protocol.SLOTS)
+SLOTS = {s.letter: (s.key, s.cls, s.file, s.methods) for s in PROTOCOL_SLOTS.values()}
 _INIT_METHODS = ("__init__", "__post_init__")
 _SKIP_MODULES = ("builtins", "typing", "typing_extensions", "abc", "jitlab.protocol")
 _LITERALS = (int, float, str, bool, tuple, list, dict, type(None))

@@ -142,7 +142,8 @@ def _call_text(call: BackboneCall, chars: int) -> str:
 
 
 def to_svg(a: Anatomy) -> str:
-    """The anatomy as a standalone SVG document (text)."""
+    """The anatomy as a standalone SVG document (text): title, backbone, the four module boxes, the flow between
+    them, the lifecycle hooks band and the environment loop, top to bottom."""
     svg = _Svg()
     boxes = {s: _box_lines(a.slots[s]) for s in "MPFA"}
     box_h = 34 + max(sum(_LINE_H[k] for k, _ in lines) for lines in boxes.values()) + 10
@@ -152,8 +153,25 @@ def to_svg(a: Anatomy) -> str:
     hooks_y = bus_y + 34
     env_y = hooks_y + 66
     height = env_y + 48 + 24
+    edges = {(e.src, e.dst): e for e in a.flow}
+    ay = top + 60  # the height of the chain arrows v_t -> d_t -> C_t (and of the observation's way back into M)
+    _draw_title(svg, a)
+    _draw_backbone(svg, a, xs, top)
+    for s in "MPFA":
+        _draw_box(svg, s, a.slots[s], boxes[s], xs[s], top, box_h)
+    _draw_chain(svg, edges, xs, ay)
+    _draw_bus(svg, edges, xs, top, box_h, bus_y)
+    _draw_hooks(svg, a, hooks_y)
+    _draw_environment(svg, xs, top, box_h, env_y, ay)
+    return _document(svg, a, height)
 
-    # title
+
+def _hook_calls_backbone(a: Anatomy) -> bool:
+    return "H" in a.slots and a.slots["H"].calls_backbone
+
+
+def _draw_title(svg: _Svg, a: Anatomy) -> None:
+    """The harness name, the line legend, its folder and sha."""
     svg.text(_X0, 34, escape(a.name) + '<tspan font-size="13" font-weight="normal" fill="#666" dx="10">'
              'harness anatomy · derived from code</tspan>', size=20, weight="bold", raw=True)
     lx0 = _W - _X0 - 330
@@ -163,9 +181,11 @@ def to_svg(a: Anatomy) -> str:
     svg.text(lx0 + 206, 34, "ignored or constant (per code)", size=10, fill="#999")
     svg.text(_X0, 54, _fit(f"{_shown_path(a.folder)}  ·  sha {a.sha[:12]}", 120), size=10.5, fill="#888", family=_MONO)
 
-    # backbone
+
+def _draw_backbone(svg: _Svg, a: Anatomy, xs: dict, top: float) -> None:
+    """The backbone box, with an arrow from each module that calls it (labelled chat / score)."""
     callers = [s for s in "MPFA" if a.slots[s].calls_backbone]
-    hook_llm = "H" in a.slots and a.slots["H"].calls_backbone
+    hook_llm = _hook_calls_backbone(a)
     bb_w, bb_x, bb_y = 400, _W / 2 - 200, 72
     live = bool(callers) or hook_llm
     svg.rect(bb_x, bb_y, bb_w, 40, fill="#fff7e0" if live else "#f4f4f4", stroke="#b08a1e" if live else "#aaa",
@@ -184,47 +204,47 @@ def to_svg(a: Anatomy) -> str:
         svg.text(cx + (8 if cx >= tx else -8), top - 10, kinds, size=10.5, fill="#8a6a12", weight="bold",
                  anchor="start" if cx >= tx else "end")
 
-    # module boxes
-    for s in "MPFA":
-        x, sl = xs[s], a.slots[s]
-        svg.rect(x, top, _BOX_W, box_h, fill=_TINT[s], stroke=_COLORS[s], width=1.6, rx=8)
-        svg.add(f'<path d="M{x:.1f},{top + 28:.1f} v-20 a8,8 0 0 1 8,-8 h{_BOX_W - 16:.1f} a8,8 0 0 1 8,8 v20 z" '
-                f'fill="{_COLORS[s]}"/>')
-        svg.text(x + 10, top + 19, f"{sl.role}", size=13, weight="bold", fill="#fff")
-        svg.text(x + _BOX_W - 10, top + 19, s, size=13, weight="bold", fill="#fff", anchor="end")
-        y = top + 34
-        for kind, text in boxes[s]:
-            h = _LINE_H[kind]
-            if kind == "label":
-                svg.text(x + 10, y + 15, text, size=15, weight="bold", fill=_COLORS[s])
-            elif kind == "class":
-                svg.text(x + 10, y + 12, text, size=10, family=_MONO, fill="#555")
-            elif kind == "doc":
-                svg.text(x + 10, y + 11, text, size=10, fill="#666", style="italic")
-            elif kind == "badge":
-                if sl.calls_backbone:
-                    label = "calls backbone: " + " + ".join(sl.backbone_kinds)
-                    svg.rect(x + 10, y + 5, 7 * len(label) * 0.92 + 14, 17, fill="#fff1c9", stroke="#b08a1e", rx=8.5,
-                             width=1)
-                    svg.text(x + 17, y + 17.5, label, size=10, weight="bold", fill="#7a5c0c")
-                else:
-                    svg.rect(x + 10, y + 5, 118, 17, fill="#ffffff", stroke="#bbb", rx=8.5, width=1)
-                    svg.text(x + 17, y + 17.5, "no backbone call", size=10, fill="#888")
-            elif kind == "head":
-                svg.text(x + 10, y + 13, text.upper(), size=9, weight="bold", fill=_COLORS[s])
-                svg.add(f'<line x1="{x + 16 + 6.5 * len(text):.1f}" y1="{y + 10:.1f}" x2="{x + _BOX_W - 10:.1f}" '
-                        f'y2="{y + 10:.1f}" stroke="{_COLORS[s]}" stroke-opacity="0.25"/>')
-            elif kind == "call":
-                svg.text(x + 12, y + 10, text, size=9.5, family=_MONO, fill="#7a5c0c")
-            elif kind == "mono":
-                svg.text(x + 12, y + 11, text, size=10, family=_MONO, fill="#222")
-            else:
-                svg.text(x + 12, y + 11, text, size=10, fill="#888", style="italic")
-            y += h
 
-    # chain arrows v_t -> d_t -> C_t
-    edges = {(e.src, e.dst): e for e in a.flow}
-    ay = top + 60
+def _draw_box(svg: _Svg, s: str, sl: SlotAnatomy, lines: list, x: float, top: float, box_h: float) -> None:
+    """One module's box: its header, then the lines of _box_lines."""
+    svg.rect(x, top, _BOX_W, box_h, fill=_TINT[s], stroke=_COLORS[s], width=1.6, rx=8)
+    svg.add(f'<path d="M{x:.1f},{top + 28:.1f} v-20 a8,8 0 0 1 8,-8 h{_BOX_W - 16:.1f} a8,8 0 0 1 8,8 v20 z" '
+            f'fill="{_COLORS[s]}"/>')
+    svg.text(x + 10, top + 19, f"{sl.role}", size=13, weight="bold", fill="#fff")
+    svg.text(x + _BOX_W - 10, top + 19, s, size=13, weight="bold", fill="#fff", anchor="end")
+    y = top + 34
+    for kind, text in lines:
+        h = _LINE_H[kind]
+        if kind == "label":
+            svg.text(x + 10, y + 15, text, size=15, weight="bold", fill=_COLORS[s])
+        elif kind == "class":
+            svg.text(x + 10, y + 12, text, size=10, family=_MONO, fill="#555")
+        elif kind == "doc":
+            svg.text(x + 10, y + 11, text, size=10, fill="#666", style="italic")
+        elif kind == "badge":
+            if sl.calls_backbone:
+                label = "calls backbone: " + " + ".join(sl.backbone_kinds)
+                svg.rect(x + 10, y + 5, 7 * len(label) * 0.92 + 14, 17, fill="#fff1c9", stroke="#b08a1e", rx=8.5,
+                         width=1)
+                svg.text(x + 17, y + 17.5, label, size=10, weight="bold", fill="#7a5c0c")
+            else:
+                svg.rect(x + 10, y + 5, 118, 17, fill="#ffffff", stroke="#bbb", rx=8.5, width=1)
+                svg.text(x + 17, y + 17.5, "no backbone call", size=10, fill="#888")
+        elif kind == "head":
+            svg.text(x + 10, y + 13, text.upper(), size=9, weight="bold", fill=_COLORS[s])
+            svg.add(f'<line x1="{x + 16 + 6.5 * len(text):.1f}" y1="{y + 10:.1f}" x2="{x + _BOX_W - 10:.1f}" '
+                    f'y2="{y + 10:.1f}" stroke="{_COLORS[s]}" stroke-opacity="0.25"/>')
+        elif kind == "call":
+            svg.text(x + 12, y + 10, text, size=9.5, family=_MONO, fill="#7a5c0c")
+        elif kind == "mono":
+            svg.text(x + 12, y + 11, text, size=10, family=_MONO, fill="#222")
+        else:
+            svg.text(x + 12, y + 11, text, size=10, fill="#888", style="italic")
+        y += h
+
+
+def _draw_chain(svg: _Svg, edges: dict, xs: dict, ay: float) -> None:
+    """The chain arrows v_t -> d_t -> C_t between the boxes (grey and dashed when the next module ignores it)."""
     for src, dst in (("M", "P"), ("P", "F"), ("F", "A")):
         e = edges[(src, dst)]
         x1, x2 = xs[src] + _BOX_W + 2, xs[dst] - 3
@@ -232,7 +252,9 @@ def to_svg(a: Anatomy) -> str:
         svg.text((x1 + x2) / 2, ay - 7, _sym(e.symbol), size=14, anchor="middle", raw=True,
                  fill="#222" if e.used else "#aaa", style="italic", family="DejaVu Serif, Times, serif")
 
-    # context bus: v_t, d_t also go straight into the action's context
+
+def _draw_bus(svg: _Svg, edges: dict, xs: dict, top: float, box_h: float, bus_y: float) -> None:
+    """The context bus: v_t, d_t also go straight into the action's context."""
     bus = [(src, edges[(src, "A")]) for src in ("M", "P") if edges[(src, "A")].used]
     if bus:
         ax = xs["A"] + _BOX_W / 2
@@ -245,14 +267,16 @@ def to_svg(a: Anatomy) -> str:
         svg.path(f"M{left:.1f},{bus_y:.1f} H{ax:.1f} V{top + box_h + 3:.1f}", stroke="#777", width=1.2)
         svg.text(ax - 8, bus_y - 6, "context for A", size=10, fill="#777", anchor="end", style="italic")
 
-    # lifecycle hooks band
+
+def _draw_hooks(svg: _Svg, a: Anatomy, hooks_y: float) -> None:
+    """The lifecycle hooks band: each hook, filled in the colour of the module that defines it."""
     svg.rect(_X0, hooks_y, _W - 2 * _X0, 36, fill="#fafafa", stroke="#ccc", rx=6, width=1)
     svg.text(_X0 + 12, hooks_y + 22, "lifecycle hooks", size=11, weight="bold", fill="#555")
     px = _X0 + 120
     for h in HOOKS:
         owners = a.hooks[h]
         label = f"{h}" + (f" · {'+'.join(owners)}" if owners else "")
-        if owners and hook_llm and "H" in owners:
+        if owners and _hook_calls_backbone(a) and "H" in owners:
             label += " · LLM"
         w = 7.0 * len(label) + 22
         if owners:
@@ -264,7 +288,9 @@ def to_svg(a: Anatomy) -> str:
             svg.text(px + w / 2, hooks_y + 22, label, size=11, fill="#aaa", anchor="middle", family=_MONO)
         px += w + 14
 
-    # environment and the loop
+
+def _draw_environment(svg: _Svg, xs: dict, top: float, box_h: float, env_y: float, ay: float) -> None:
+    """The environment and the loop: e_t from the action into it, o_t+1 from it back into M."""
     env_x, env_w = _X0 + 210, _W - 2 * _X0 - 420
     svg.rect(env_x, env_y, env_w, 48, fill="#f1f1ee", stroke="#555", width=1.4, rx=8)
     svg.text(_W / 2, env_y + 21, "Environment", size=14, weight="bold", anchor="middle", fill="#333")
@@ -279,6 +305,9 @@ def to_svg(a: Anatomy) -> str:
     svg.path(f"M{env_x:.1f},{env_y + 24:.1f} H{lx:.1f} V{ay:.1f} H{xs['M'] - 3:.1f}", stroke="#333")
     svg.text(lx + 12, env_y + 16, _sym("o_t+1") + " observation → M.update", size=11, raw=True, fill="#333")
 
+
+def _document(svg: _Svg, a: Anatomy, height: float) -> str:
+    """The drawn parts wrapped in a standalone SVG document (arrow markers, title, white background)."""
     defs = ('<defs>'
             '<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
             'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#333"/></marker>'

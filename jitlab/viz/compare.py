@@ -38,8 +38,9 @@ def compare_markdown(table, level: float = LEVEL) -> str:
 
 def fig_compare(table, title: str | None = None):
     """Δ reward and Δ tokens per task (B − A) per pair, with their 95% paired bootstrap intervals as error bars."""
-    from jitlab.viz.figures import _hv, _panel_opts
-    hv = _hv()
+    from jitlab.viz.style import hv as holoviews
+    from jitlab.viz.style import panel_opts
+    hv = holoviews()
     x = list(range(len(table)))
     ticks = [(i, f"{pair_label(r)}\n{r['wins']}W/{r['losses']}L, p={r['mcnemar_p']:.2g}")
              for i, (_, r) in enumerate(table.iterrows())]
@@ -50,7 +51,7 @@ def fig_compare(table, title: str | None = None):
         dots = hv.Scatter((x, mean), "pair", ylabel).opts(backend="bokeh", size=9).opts(backend="matplotlib", s=50)
         zero = hv.HLine(0).opts(backend="bokeh", line_dash="dashed", color="#777777") \
             .opts(backend="matplotlib", linestyle="--", color="#777777")
-        panel = _panel_opts(hv.Overlay([zero, bars, dots]), f"{title + ': ' if title else ''}{ylabel}", "pair",
+        panel = panel_opts(hv.Overlay([zero, bars, dots]), f"{title + ': ' if title else ''}{ylabel}", "pair",
                             "mean Δ, 95% interval", legend=False)
         panels.append(panel.opts(backend="bokeh", xticks=ticks, width=max(420, 260 * len(x)))
                       .opts(backend="matplotlib", xticks=ticks))

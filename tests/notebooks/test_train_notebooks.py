@@ -32,8 +32,8 @@ def _json(path: Path) -> dict:
 
 def test_batch_accepts_the_training_notebooks_parameters():
     pytest.importorskip("papermill")
+    from jitlab.batch import check_parameters
     from jitlab.errors import ConfigError
-    from jitlab.viz.batch import check_parameters
     for name in NOTEBOOKS:
         path = REPO / "notebooks" / name
         check_parameters(path, [{"smoke": True, "out_root": "x", "suite": "toy", "threads": 1}],

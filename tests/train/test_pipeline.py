@@ -148,3 +148,38 @@ def test_the_code_format_through_every_stage(tmp_path):
     for policy in ("base", "stage3"):
         summary = json.loads((tmp_path / "validity" / policy / "summary.json").read_text())
         assert summary["format"] == "code" and summary["n"] == 1 and summary["code_references"] == 0
+
+
+def test_a_typo_in_stage3s_mapping_fails_at_once_naming_the_key(tmp_path):
+    """Every stage's config is checked before the first step runs: nothing is written, no baseline is run."""
+    import time
+    bad = tmp_path / "p.yaml"
+    bad.write_text("suite: toy\nexecutor: scripted:pick-first\nstage3: {steps: 1, num_generationz: 2}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "jitlab.cli", "train", "pipeline", "--config", str(bad), "--out",
+                           str(tmp_path / "o")], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    wall = time.perf_counter() - start
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "pipeline config, stage3" in proc.stderr and "num_generationz" in proc.stderr
+    assert not (tmp_path / "o").exists() and wall < 5, wall
+    with pytest.raises(ConfigError, match="eval_options: unknown key.*retrievl"):
+        run_steps(PipelineConfig(eval_options={"retrievl": "bm25"}), tmp_path / "o2", ["baselines"])
+    assert not (tmp_path / "o2").exists()
+
+
+def test_the_fingerprints_come_from_the_step_table():
+    from dataclasses import fields
+
+    from jitlab.train.pipeline import PIPELINE, _fingerprint
+    assert tuple(s.name for s in PIPELINE) == STEPS
+    read = {k for s in PIPELINE for k in s.reads}
+    assert {f.name for f in fields(PipelineConfig)} - read == {"eval_concurrency"}   # speed only: no rerun
+    cfg = PipelineConfig(**TOY)
+    for step in PIPELINE:
+        fp = _fingerprint(cfg, Path("/nonexistent"), step.name)
+        assert set(step.reads) <= set(fp), step.name
+        other = PipelineConfig(**{**TOY, "eval_concurrency": 4})
+        assert _fingerprint(other, Path("/nonexistent"), step.name) == fp
+    assert _fingerprint(PipelineConfig(**{**TOY, "stage3": {"steps": 3}}), Path("/x"), "stage3") != \
+        _fingerprint(cfg, Path("/x"), "stage3")

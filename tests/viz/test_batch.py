@@ -3,8 +3,8 @@ import json
 
 import pytest
 
+from jitlab.batch import BatchConfig, combinations, load_grid, run_batch
 from jitlab.errors import ConfigError
-from jitlab.viz.batch import BatchConfig, combinations, load_grid, run_batch
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("papermill")

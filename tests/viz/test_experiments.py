@@ -1,4 +1,4 @@
-"""jitlab.viz.experiments: grids of fixed-harness runs, reading a run back, figure registration.
+"""jitlab.experiments (grids of fixed-harness runs) and jitlab.viz.runs (reading a run back, figure registration).
 Runs use the toy suite and the scripted:pick-first test double (milliseconds per episode)."""
 import json
 import shutil
@@ -6,8 +6,9 @@ import shutil
 import pandas as pd
 import pytest
 
+from jitlab import experiments as X
 from jitlab.errors import ConfigError, UnknownName
-from jitlab.viz import experiments as X
+from jitlab.viz import runs as R
 
 
 def test_seed_harnesses_excludes_baselines():
@@ -75,40 +76,40 @@ def test_grid_table_and_best_per_suite():
 
 
 def test_open_run_trajectory_calls_diagnostics_anatomy(grid, tmp_path):
-    rec = X.open_run(grid.set_index("harness").loc["react", "run_dir"])
+    rec = R.open_run(grid.set_index("harness").loc["react", "run_dir"])
     assert rec["summary"]["n_episodes"] == 2 and len(rec["finished"]) == 2
-    steps = X.trajectory(rec)
+    steps = R.trajectory(rec)
     assert len(steps) > 0 and {"tool", "args", "observation", "directive", "capabilities"} <= set(steps.columns)
     assert isinstance(steps["args"].iloc[0], dict)
-    calls = X.backbone_calls(rec)
+    calls = R.backbone_calls(rec)
     assert len(calls) > 0 and "messages" not in calls and (calls["backbone"] == "scripted:pick-first").all()
-    assert len(X.backbone_calls(rec, -1, full=True)) >= len(calls)
-    diag = X.diagnostics(rec)
-    assert list(diag["status"]) == ["ok", "ok"] and X.diagnostics(rec, only_problems=True).empty
-    (label, a), = X.harness_anatomies(rec).items()
+    assert len(R.backbone_calls(rec, -1, full=True)) >= len(calls)
+    diag = R.diagnostics(rec)
+    assert list(diag["status"]) == ["ok", "ok"] and R.diagnostics(rec, only_problems=True).empty
+    (label, a), = R.harness_anatomies(rec).items()
     assert label.startswith("react (") and a.slots["A"].label
     with pytest.raises(ConfigError, match="not in"):
-        X.trajectory(rec, 999)
+        R.trajectory(rec, 999)
 
 
 def test_an_export_opens_like_a_run(grid, tmp_path):
     from jitlab.export import export_run
     export_run(grid.set_index("harness").loc["react", "run_dir"], tmp_path / "export")
-    rec = X.open_run(tmp_path / "export")
-    steps = X.trajectory(rec)          # an export keeps no observations or traces: empty columns, same table
+    rec = R.open_run(tmp_path / "export")
+    steps = R.trajectory(rec)          # an export keeps no observations or traces: empty columns, same table
     assert len(steps) > 0 and steps["observation"].isna().all() and isinstance(steps["args"].iloc[0], dict)
-    calls = X.backbone_calls(rec)      # per-call aggregates, no messages
+    calls = R.backbone_calls(rec)      # per-call aggregates, no messages
     assert len(calls) > 0 and (calls["backbone"] == "scripted:pick-first").all()
 
 
 def test_harness_anatomies_skips_untrusted_code(grid, tmp_path):
-    rec = X.open_run(grid.set_index("harness").loc["react", "run_dir"])
+    rec = R.open_run(grid.set_index("harness").loc["react", "run_dir"])
     sha = rec["finished"]["harness_sha"].iloc[0]
     copy = rec["run_dir"] / "harnesses" / sha           # as a JIT run stores what it ran
     shutil.copytree(X.repo_path("seed_bank/react"), copy)
-    (_label, why), = X.harness_anatomies(rec).items()
+    (_label, why), = R.harness_anatomies(rec).items()
     assert isinstance(why, str) and "trust_code=True" in why
-    (_label, a), = X.harness_anatomies(rec, trust_code=True).items()
+    (_label, a), = R.harness_anatomies(rec, trust_code=True).items()
     assert a.folder == copy.resolve()
 
 
@@ -116,8 +117,8 @@ def test_register_figure_lists_files_and_numbers(tmp_path):
     (tmp_path / "anatomy").mkdir()
     (tmp_path / "anatomy" / "x.svg").write_text("<svg/>")
     (tmp_path / "t.csv").write_text("a\n1\n")
-    X.register_figure(tmp_path, "anat", tmp_path / "anatomy", "Anatomy", "cmd one")
-    X.register_figure(tmp_path, "t", [tmp_path / "t.csv"], "T", "cmd two", numbers=pd.DataFrame({"a": [0.5]}))
+    R.register_figure(tmp_path, "anat", tmp_path / "anatomy", "Anatomy", "cmd one")
+    R.register_figure(tmp_path, "t", [tmp_path / "t.csv"], "T", "cmd two", numbers=pd.DataFrame({"a": [0.5]}))
     index = json.loads((tmp_path / "figures.json").read_text())
     assert index["anat"]["files"] == ["anatomy/x.svg"] and index["t"]["files"] == ["t.csv"]
     readme = (tmp_path / "README.md").read_text()
@@ -134,9 +135,9 @@ def test_jit_modes_summaries_and_jit_records(tmp_path):
     summ = X.jit_summaries(runs)
     assert summ.loc[0, "mode"] == "streaming" and summ.loc[0, "n_episodes"] == 1
     assert summ.loc[0, "bank_size_after"] == summ.loc[0, "bank_size_before"] + 1
-    rec = X.open_run(runs["streaming"])
-    tasks = X.jit_tasks(rec)
+    rec = R.open_run(runs["streaming"])
+    tasks = R.jit_tasks(rec)
     assert len(tasks) == 1 and tasks.loc[0, "gen_tokens"] > 0 and tasks.loc[0, "success"] in (0, 1)
-    assert "harness/" in X.harness_diff(rec)                  # generated harness vs its nearest seed
-    fixed = X.open_run(X.run_grid("toy", "react", "scripted:pick-first", 1, tmp_path / "f")["run_dir"][0])
-    assert X.jit_tasks(fixed).empty and X.harness_diff(fixed) == ""
+    assert "harness/" in R.harness_diff(rec)                  # generated harness vs its nearest seed
+    fixed = R.open_run(X.run_grid("toy", "react", "scripted:pick-first", 1, tmp_path / "f")["run_dir"][0])
+    assert R.jit_tasks(fixed).empty and R.harness_diff(fixed) == ""

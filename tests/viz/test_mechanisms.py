@@ -15,7 +15,7 @@ from jitlab.jit.generate.compose import ComposeGenerator
 from jitlab.jit.generate.library import case_study_mechanisms, choices_of
 from jitlab.jit.inference import JITConfig, run_jit
 from jitlab.store import load
-from jitlab.viz import experiments as X
+from jitlab.viz import runs as R
 
 TURNSTILE = "case_studies/turnstile"
 
@@ -51,7 +51,7 @@ def _paths(files) -> set:
 
 
 def test_counts_and_success_match_the_records(run):
-    tasks, mech = X.mechanism_usage(run)
+    tasks, mech = R.mechanism_usage(run)
     eps = load(run)["episodes"]
     done = eps[eps["final"]].set_index("task_id")
     assert len(tasks) == len(done) == 4 and set(tasks["modules_from"]) == {"record"}
@@ -66,7 +66,7 @@ def test_counts_and_success_match_the_records(run):
     assert turnstile and all(turnstile <= used[t] for t in ("toy-dev-0", "toy-dev-2"))
     # candidates, from the run's candidates/ folders (each generated candidate's files, chosen or not)
     cand_sets = [_paths(read_files(run / "candidates" / sha[:16])) for sha in
-                 [c["sha"] for x in X.open_run(run)["finished"]["jit_record"] for c in x.candidates]]
+                 [c["sha"] for x in R.open_run(run)["finished"]["jit_record"] for c in x.candidates]]
     assert len(cand_sets) == 8
     for row in mech.itertuples():
         path = next(p for p in case_study_mechanisms() if p.endswith(":" + row.mechanism))
@@ -86,22 +86,22 @@ def test_counts_and_success_match_the_records(run):
 
 
 def test_an_export_and_a_record_without_modules_give_the_same_tables(run, tmp_path):
-    tasks, mech = X.mechanism_usage(run)
+    tasks, mech = R.mechanism_usage(run)
     exported = export_runs([run], tmp_path / "results")[0]
-    t2, m2 = X.mechanism_usage(exported)
+    t2, m2 = R.mechanism_usage(exported)
     assert t2.equals(tasks) and m2.equals(mech)
     # a run recorded before extra.modules existed: the classes come from the files the run kept
-    rec = X.open_run(run)
+    rec = R.open_run(run)
     rec["finished"]["jit_record"] = [dataclasses.replace(x, modules=None, jit={
         **x.jit, "candidates": [{k: v for k, v in c.items() if k != "modules"} for c in x.candidates]})
         for x in rec["finished"]["jit_record"]]
-    t3, m3 = X.mechanism_usage(rec)
+    t3, m3 = R.mechanism_usage(rec)
     assert set(t3["modules_from"]) == {"files"} and m3.equals(mech)
     assert t3.drop(columns="modules_from").equals(tasks.drop(columns="modules_from"))
 
 
 def test_jitlab_show_prints_the_mechanism_table(run, capsys):
-    _, mech = X.mechanism_usage(run)
+    _, mech = R.mechanism_usage(run)
     assert main(["show", str(run), "--mechanisms"]) == 0
     out = capsys.readouterr().out.split("case-study mechanisms in")[1]
     for row in mech.itertuples():

@@ -62,3 +62,17 @@ def test_pickers_list_the_runs_under_a_folder(runs, tmp_path):
     assert chooser.value == tuple(str(Path(d).resolve()) for d in dirs[:2]) and len(chooser.options) == 4
     with pytest.raises(ConfigError, match="no run directories under"):
         V.run_picker(tmp_path / "empty")
+
+
+def test_step_lines_draw_a_line_and_points_per_curve():
+    """The training-curve helper notebooks 02 and 04 use: one line and its points per ``by`` value."""
+    import holoviews as hv
+    import pandas as pd
+
+    from jitlab.viz import notebook as V
+    df = pd.DataFrame({"step": [1, 2, 1], "value": [0.5, 0.4, 0.9], "tag": ["loss", "loss", "reward"]})
+    plot = V.step_lines(df, "tag", "curves", ylabel="value")
+    assert isinstance(plot, hv.Overlay)
+    kinds = sorted(type(el).__name__ for el in plot.traverse(lambda el: el, [hv.Curve, hv.Scatter]))
+    assert kinds == ["Curve", "Curve", "Scatter", "Scatter"]
+    assert hv.render(plot, backend="bokeh").title.text == "curves"

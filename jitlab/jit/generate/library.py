@@ -40,6 +40,7 @@ from pathlib import Path
 
 from jitlab.errors import HarnessError
 from jitlab.jit.generate.base import TEMPLATE_DIR, describe_files, render
+from jitlab.protocol import SLOTS
 from jitlab.resolve import parse_source, vendored_names
 
 __all__ = [
@@ -60,13 +61,8 @@ __all__ = [
     "role_of_file",
 ]
 
-# role -> (file, class name, methods the class needs, human name)
-ROLES = {
-    "M": ("memory.py", "Memory", ("update", "view"), "memory"),
-    "P": ("planning.py", "Planner", ("plan",), "planner"),
-    "F": ("tool_policy.py", "CapabilityPolicy", ("select",), "capability policy"),
-    "A": ("action.py", "Action", ("act",), "action"),
-}
+# role -> (file, class name, methods the class needs, human name), from the slot table (jitlab.protocol.SLOTS)
+ROLES = {s.letter: (s.file, s.cls, s.required, s.name) for s in SLOTS.values() if not s.optional}
 ROLE_FILES = {spec[0]: role for role, spec in ROLES.items()}
 LIBRARY_MODULES = ("jitlab.modules.basic", "jitlab.modules.memory", "jitlab.modules.planning",
                    "jitlab.modules.policy", "jitlab.modules.action", "jitlab.modules.case_studies")

@@ -18,12 +18,12 @@ import panel as pn
 import param
 
 from jitlab.viz.dash.replay_view import _setup
+from jitlab.viz.style import PALETTE
 
 __all__ = ["CompareApp", "compare", "METRICS"]
 
 METRICS = [("cum_accuracy", "cumulative success"), ("tokens", "tokens per task"), ("cost", "cost per task ($)"),
            ("tool_calls", "tool calls per task")]
-_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 
 
 class CompareApp(param.Parameterized):
@@ -66,7 +66,7 @@ class CompareApp(param.Parameterized):
             ys = g[column] if column == "cum_accuracy" else g[f"{column}_mean"] if f"{column}_mean" in g else \
                 g[column].rolling(self.window, min_periods=1).mean()
             lines.append(hv.Curve((g["stream_index"], ys), "task", ylabel, label=self._label(run))
-                         .opts(color=_PALETTE[i % len(_PALETTE)], line_width=2, line_dash=dash, tools=["hover"]))
+                         .opts(color=PALETTE[i % 8], line_width=2, line_dash=dash, tools=["hover"]))
         title = ylabel if column == "cum_accuracy" else f"{ylabel} ({self.window}-task rolling mean)"
         return hv.Overlay(lines).opts(title=title, width=460, height=300, show_grid=True, xlabel="task in stream",
                                       ylabel=ylabel, legend_position="top_left", show_legend=column == "cum_accuracy")

@@ -28,7 +28,7 @@ Parameters are checked against the notebook's ``parameters`` cell (papermill's `
 before anything runs: a name the notebook does not define is an error, not a run with its defaults.
 
 Outputs: each run's kernel gets ``JITLAB_OUT_ROOT=OUT/<id>``, so the relative output paths of the
-notebooks (``out``, ``out_root``, ``figures_out``, resolved by ``jitlab.viz.experiments.output_path``) land
+notebooks (``out``, ``out_root``, ``figures_out``, resolved by ``jitlab.experiments.output_path``) land
 under the batch's ``OUT``, never in the source checkout; absolute paths are kept as given.
 
 Spend: ``max_cost`` / ``max_tokens_total`` cap the real backbone spend of the whole batch, recorded
@@ -202,7 +202,7 @@ def _spent(out: Path, cfg: BatchConfig) -> str:
     """Why no new combination may start ('' while under the caps): the spend recorded under ``out``."""
     if not cfg.caps():
         return ""
-    from jitlab.viz.experiments import grid_spend
+    from jitlab.experiments import grid_spend
     return grid_spend(out, cfg.max_cost, cfg.max_tokens_total).reached()
 
 
