@@ -157,7 +157,7 @@ def test_the_loop_uses_the_backbone_pool_it_is_given(tmp_path):
     assert summary["rounds"][0]["candidates"] == 1
     assert list(pool._backbones) == [("scripted:pick-first", "{}")]
     assert pool.get("scripted:pick-first") is pool.get("scripted:pick-first", {})
-    assert pool.get("scripted:pick-first", {"x": 1}) is not pool.get("scripted:pick-first")
+    assert pool.get("scripted:pick-first", {"delay_s": 0.5}) is not pool.get("scripted:pick-first")
 
 
 def test_an_unlimited_budget_caps_no_practical_token_count():
