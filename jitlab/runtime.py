@@ -92,12 +92,15 @@ class LLMHandle:
     """What modules get as ``ctx.llm``: forwards to the backbone, counts tokens, enforces the
     token budget and the run's spend cap (``spend``), consults the replay cache and reports every
     call to ``on_call``. ``queue_s`` sums the time its calls waited for a shared model (as the backbone
-    reports it in ``Completion.queue_s``): the episode's wall budget does not count it."""
+    reports it in ``Completion.queue_s``): the episode's wall budget does not count it. With ``sample_seed``
+    (a sampling backbone, jitlab/repeats.py) every chat call without its own ``seed`` is sampled with the
+    episode seed, so the repeats of a task differ and each is reproducible."""
 
     def __init__(self, backbone, budget: Budget | None = None, cache=None, on_call=None, seed: int = 0,
-                 phase: str = "execute", spend: RunSpend | None = None):
+                 phase: str = "execute", spend: RunSpend | None = None, sample_seed: bool = False):
         self.backbone, self.budget, self.cache, self.on_call = backbone, budget or Budget(), cache, on_call
         self.seed, self.phase, self.step, self.spend = seed, phase, 0, spend
+        self.sample_seed = sample_seed
         self.prompt_tokens = self.completion_tokens = self.calls = 0
         self.cost = self.queue_s = 0.0
         self.spend_stopped = False  # set when the spend cap refused a call (a harness may swallow the error)
@@ -124,7 +127,8 @@ class LLMHandle:
         completion = self.cache.get(key) if self.cache else None
         if completion is None:
             self._check_spend()  # a cache hit costs nothing: only a call that reaches the backbone is capped
-            completion = self.backbone.chat(messages, **params)
+            sent = {"seed": self.seed, **params} if self.sample_seed else params  # the key holds the seed already
+            completion = self.backbone.chat(messages, **sent)
             if self.cache:
                 self.cache.put(key, completion)
         self._account(completion, key, messages, params)

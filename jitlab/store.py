@@ -472,7 +472,8 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
         "suite": config.get("suite"), "split": config.get("split"), "harness": config.get("harness"),
         "harness_sha": done["harness_sha"].iloc[0] if n else None, "backbone": config.get("backbone"),
         "n_episodes": n,
-        "n_tasks_unfinished": len(set(eps["task_id"]) - set(done["task_id"])),  # infra failures, interrupted
+        # (task, seed) pairs with no finished episode: infra failures, interrupted (a task per seed under --repeat)
+        "n_tasks_unfinished": len(set(zip(eps["task_id"], eps["seed"])) - set(zip(done["task_id"], done["seed"]))),
         "success_rate": float(done["success"].mean()) if n else 0.0,
         "mean_reward": float(done["reward"].mean()) if n else 0.0,
         "tokens_per_task": per_task("tokens"),
@@ -485,6 +486,10 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
         "isolation": sorted(set(done["isolation"].dropna())),
         "fingerprint": frames["meta"].get("fingerprint"),
     }
+    from jitlab.repeats import repeat_summary
+    repeats = repeat_summary(done)
+    if repeats is not None:  # some task ran at several seeds (--repeat): pass@1 over repeats, pass^k, variance
+        summary["repeats"] = repeats
     if write:
         tmp = Path(run_dir) / "summary.json.tmp"
         try:

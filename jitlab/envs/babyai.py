@@ -113,6 +113,7 @@ class BabyAISuite:
     name = "babyai"
     families = list(LEVELS)
     splits = ["dev", "test"]
+    reset_varies = True  # another reset seed: another layout and mission of the level (jitlab/repeats.py)
 
     def __init__(self, config: BabyAIConfig | None = None):
         self.config = config or BabyAIConfig()

@@ -22,6 +22,7 @@ class ToySuite:
     name = "toy"
     families = ["chain"]
     splits = ["dev", "test"]
+    reset_varies = False  # one fixed plan per task (jitlab/repeats.py)
 
     def tasks(self, split: str = "dev", family: str | None = None) -> list[TaskSpec]:
         check_choice("split", split, self.splits)
