@@ -96,3 +96,33 @@ def test_the_episode_seed_is_the_sampling_seed_only_for_a_sampling_backbone():
     LLMHandle(sampled, seed=4, sample_seed=True).chat([{"role": "user", "content": "hi"}], seed=9)
     assert greedy.params == [{"max_new_tokens": 5}]
     assert sampled.params == [{"seed": 4, "max_new_tokens": 5}, {"seed": 9}]  # a module's own seed wins
+
+
+def test_jit_repeats_are_independent_runs_with_their_own_banks(tmp_path, capsys):
+    from jitlab.cli import main
+    out = tmp_path / "jit"
+    argv = ["jit", "--suite", "toy", "--mode", "streaming", "--generator", "compose", "--backbone", "scripted:pick-hash",
+            "--limit", "2", "--retrieval", "bm25", "--quiet", "--repeat", "2", "--out", str(out)]
+    assert main(argv) != 0 and not out.exists()  # greedy on a deterministic suite: refused, nothing written
+    assert "would rerun identical episodes" in capsys.readouterr().err
+    assert main([*argv, "--backbone-option", "temperature=0.7"]) == 0
+    assert "repeats in" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["runs"] == [str(out / "seed0"), str(out / "seed1")]
+    for seed in (0, 1):
+        eps = load(out / f"seed{seed}")["episodes"]
+        assert set(eps["seed"]) == {seed} and (out / f"seed{seed}" / "bank.sqlite").is_file()
+    assert summary["repeats"]["k"] == 2 and summary["n_episodes"] == 4
+    assert summary["repeats"]["pass_at_1"] == pytest.approx(summary["success_rate"])
+
+
+def test_a_grid_with_repeats_reports_pass_hat_k_per_cell(tmp_path):
+    from jitlab.viz.experiments import REPEAT_COLUMNS, run_grid
+    rows = run_grid("toy", ["react", "random"], "scripted:pick-hash", limit=2, out_root=tmp_path / "grid", repeat=2,
+                    backbone_options={"temperature": 0.7})
+    assert set(REPEAT_COLUMNS) <= set(rows.columns) and (rows["repeats_k"] == 2).all()
+    for row in rows.itertuples():
+        eps = load(row.run_dir)["episodes"]
+        assert sorted(eps["seed"].unique()) == [0, 1]
+        rates = eps.groupby("task_id")["success"].mean()
+        assert row.pass_at_1 == pytest.approx(rates.mean()) and row.pass_hat_k == pytest.approx((rates == 1).mean())

@@ -51,7 +51,7 @@ from jitlab.progress import group
 from jitlab.viz.tables import markdown_table
 
 __all__ = ["JIT_SUMMARY_COLUMNS", "JIT_TASK_COLUMNS", "MECHANISM_COLUMNS", "MECHANISM_TASK_COLUMNS", "OUT_ROOT_ENV",
-           "SPEND_ROOT_ENV", "SUMMARY_COLUMNS", "backbone_calls", "best_per_suite", "diagnostics", "grid_spend",
+           "REPEAT_COLUMNS", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS", "backbone_calls", "best_per_suite", "diagnostics", "grid_spend",
            "grid_table", "harness_anatomies", "harness_diff", "jit_summaries", "jit_tasks", "mechanism_usage",
            "notebook_command", "open_run", "output_path", "register_figure", "repo_path", "run_grid", "run_jit_modes",
            "run_slug", "save_figure", "seed_harnesses", "trajectory"]
@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 SUMMARY_COLUMNS = ["suite", "harness", "backbone", "run_dir", "n_episodes", "success_rate", "mean_reward",
                    "tokens_per_task", "cost_per_task", "tool_calls_per_task", "llm_calls_per_task",
                    "wall_s_per_task", "status_counts"]
+# with repeat=K (RunConfig.repeat, jitlab/repeats.py) a grid's rows also hold these, from the summary's ``repeats``
+REPEAT_COLUMNS = ["repeats_k", "pass_at_1", "pass_hat_k", "success_var_per_task"]
 
 
 # -- fixed-harness grids -------------------------------------------------------------------------
@@ -135,10 +137,10 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     ``executor="ray"`` each cell is a Ray task instead (jitlab.cluster: the running Ray connection, else
     ``$RAY_ADDRESS``, else a local Ray), ``workers`` of them at once (default 1 is raised to all cells; Ray
     queues them on its CPUs); the cell's worker is the one writer of its directory. Extra keyword arguments
-    go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency, backbone_options, ...), except
+    go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency, backbone_options, repeat, ...), except
     ``max_cost`` / ``max_tokens_total``, which cap the whole grid (module docstring; with Ray each cell checks
     the cap against the spend recorded when it starts and its own). Returns one row per run:
-    ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
+    ``SUMMARY_COLUMNS`` (from each run's summary.json), and ``REPEAT_COLUMNS`` with ``repeat`` > 1."""
     import pandas as pd
 
     from jitlab.cluster import check_executor
@@ -174,7 +176,8 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
             for c in combos:
                 rows.append(_grid_cell(root, *c, limit, split, quiet, run_options, spend=spend))
                 total.update()
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    repeats = REPEAT_COLUMNS if run_options.get("repeat", 1) > 1 else []
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + repeats)
 
 
 def _grid_cell(root, suite, harness, backbone, limit, split, quiet, run_options, caps=(None, None), spend=None) -> dict:
@@ -189,7 +192,10 @@ def _grid_cell(root, suite, harness, backbone, limit, split, quiet, run_options,
     run_dir = run(RunConfig(suite=suite, harness=str(harness), backbone=backbone, limit=limit,
                             split=split, out=str(out), quiet=quiet, **run_options), spend=spend)
     summary = json.loads((run_dir / "summary.json").read_text())
-    return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, "suite": suite,
+    r = summary.get("repeats") or {}
+    repeats = {"repeats_k": r.get("k"), "pass_at_1": r.get("pass_at_1"), "pass_hat_k": r.get("pass_hat_k"),
+               "success_var_per_task": r.get("success_var_per_task")}
+    return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, **repeats, "suite": suite,
             "harness": Path(str(harness)).name, "backbone": backbone, "run_dir": str(run_dir)}
 
 
