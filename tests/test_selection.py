@@ -53,3 +53,13 @@ def test_unknown_rules_and_levels_are_refused():
         EngineerConfig(selection="best")
     with pytest.raises(ConfigError):
         EngineerConfig(selection="paired", selection_level=0.9)
+
+
+def test_the_best_harness_on_dev_is_judged_against_the_runner_up(tmp_path):
+    from jitlab.viz.experiments import best_per_suite, run_grid
+    rows = run_grid("toy", ["react", "random"], "scripted:pick-first", limit=4, out_root=tmp_path / "g")
+    best = best_per_suite(rows).iloc[0]
+    assert best["selection"] == "paired" and best["runner_up"] in ("react", "random")
+    assert "exact McNemar p=" in best["best_vs_runner_up"]
+    # 4 tasks can never give p < 0.05 (4 wins, 0 losses: p = 0.125): the pick is not told apart from the runner-up
+    assert not bool(best["best_admitted"])

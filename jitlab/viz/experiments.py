@@ -213,19 +213,40 @@ def grid_table(runs, values=("success_rate", "tokens_per_task"), index: str = "h
     return wide[[c for c in order if c in wide.columns]]
 
 
-def best_per_suite(runs):
+def best_per_suite(runs, rule: str = "paired", level: float = 0.05):
     """Per (suite, backbone): the best harness (highest success rate; fewer tokens breaks ties) and
-    the cheapest (fewest tokens per task; higher success breaks ties), with their numbers."""
+    the cheapest (fewest tokens per task; higher success breaks ties), with their numbers. Where the rows have
+    ``run_dir``, the best is also judged against the runner-up on their shared (task id, seed) pairs under the
+    selection ``rule`` (jitlab/selection.py; default the exact McNemar test at ``level``): ``best_admitted``
+    says whether the rule tells them apart, ``best_vs_runner_up`` why (None without run directories)."""
     import pandas as pd
     rows = []
     for (suite, backbone), g in runs.groupby(["suite", "backbone"], sort=False):
-        best = g.sort_values(["success_rate", "tokens_per_task"], ascending=[False, True]).iloc[0]
+        ranked = g.sort_values(["success_rate", "tokens_per_task"], ascending=[False, True])
+        best = ranked.iloc[0]
         cheap = g.sort_values(["tokens_per_task", "success_rate"], ascending=[True, False]).iloc[0]
+        verdict = _best_verdict(ranked, rule, level)
         rows.append({"suite": suite, "backbone": backbone, "n_harnesses": len(g),
                      "best": best["harness"], "best_success": best["success_rate"],
                      "best_tokens": best["tokens_per_task"], "cheapest": cheap["harness"],
-                     "cheapest_tokens": cheap["tokens_per_task"], "cheapest_success": cheap["success_rate"]})
+                     "cheapest_tokens": cheap["tokens_per_task"], "cheapest_success": cheap["success_rate"],
+                     "runner_up": ranked.iloc[1]["harness"] if len(ranked) > 1 else None, "selection": rule,
+                     "best_admitted": None if verdict is None else verdict.admitted,
+                     "best_vs_runner_up": None if verdict is None else verdict.reason})
     return pd.DataFrame(rows)
+
+
+def _best_verdict(ranked, rule: str, level: float):
+    """The selection rule's verdict on the top row of ``ranked`` against the second (None without run_dir)."""
+    if len(ranked) < 2 or "run_dir" not in ranked:
+        return None
+    from jitlab.selection import judge
+    from jitlab.store import load
+
+    def successes(run_dir):
+        eps = load(run_dir)["episodes"]
+        return {(str(r.task_id), int(r.seed)): bool(r.success) for r in eps[eps["final"]].itertuples()}
+    return judge(rule, successes(ranked.iloc[1]["run_dir"]), successes(ranked.iloc[0]["run_dir"]), level=level)
 
 
 # -- JIT runs -----------------------------------------------------------------------------------
