@@ -63,3 +63,30 @@ def test_the_best_harness_on_dev_is_judged_against_the_runner_up(tmp_path):
     assert "exact McNemar p=" in best["best_vs_runner_up"]
     # 4 tasks can never give p < 0.05 (4 wins, 0 losses: p = 0.125): the pick is not told apart from the runner-up
     assert not bool(best["best_admitted"])
+
+
+def test_stage3_bank_admission_rules():
+    from types import SimpleNamespace as NS
+
+    from jitlab.train.stage3 import admission
+    tasks = [NS(id=f"f-{i}", family="f") for i in range(3)] + [NS(id="g-0", family="g")]
+
+    class Evaluator:  # a TEST DOUBLE: a harness's reward on a task is written in its files
+        files = {"cand": {"reward": {"f-0": 1.0, "f-1": 0.0}}}
+
+        def harness(self, files, task):
+            return NS(valid=True, reward=files["reward"].get(task.id, 0.0))
+
+    class Bank:  # a TEST DOUBLE: the incumbent scores 0.5 everywhere
+        def files(self, sha):
+            return {"reward": {t.id: 0.5 for t in tasks}}
+
+    args = (Evaluator(), Bank(), tasks)
+    assert admission("gate", *args, tasks[0], "cand", "inc")["admitted"]
+    assert not admission("screen", *args, tasks[0], "cand", "inc")["admitted"]
+    v = admission("confirm", *args, tasks[0], "cand", "inc")  # confirmed on f-1: 0.0 < 0.5
+    assert not v["admitted"] and v["confirm_task"] == "f-1" and "rejected" in v["reason"]
+    Evaluator.files["cand"]["reward"]["f-1"] = 0.5             # keeps the incumbent's reward there: admitted
+    assert admission("confirm", *args, tasks[0], "cand", "inc")["admitted"]
+    lone = admission("confirm", *args, tasks[3], "cand", "inc")
+    assert not lone["admitted"] and "no other training task of family g" in lone["reason"]
