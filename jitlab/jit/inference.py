@@ -124,6 +124,10 @@ class JITConfig:
     max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     retrieval: str = field(default="auto", metadata={"help": "bank retrieval: auto | embedding | bm25",
                                                        "choices": ("auto", "embedding", "bm25")})
+    bank_rule: str = field(default="dominance", metadata={"help": "when a newcomer removes a frontier member: "
+                                                                   "dominance | paired (also an exact McNemar win; "
+                                                                   "jitlab/selection.py)",
+                                                           "choices": ("dominance", "paired")})
     bank_cost_metric: str = field(default="tokens", metadata={"help": "frontier cost axis: tokens | cost",
                                                                "choices": ("tokens", "cost")})
     allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run harnesses without bubblewrap when it is "
@@ -156,8 +160,9 @@ class JITConfig:
 
     def fingerprinted(self) -> dict:
         fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
-        if fp["repeat"] == 1:  # run directories made before `repeat` existed must still resume
-            del fp["repeat"]
+        for name, default in (("repeat", 1), ("bank_rule", "dominance")):  # run directories made before these
+            if fp[name] == default:                                           # fields existed must still resume
+                del fp[name]
         return fp
 
     def check(self) -> None:
@@ -320,7 +325,8 @@ class _JIT:
                 set_aside(self.out / "bank.sqlite")
                 set_aside(self.out / "repairs.jsonl")
             self.bank = Bank.create(self.out / "bank.sqlite", seeds=True, exclusive=True,
-                                    config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric))
+                                    config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric,
+                                                      frontier_rule=cfg.bank_rule))
         except BaseException:
             self.store.close()
             raise
