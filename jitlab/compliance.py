@@ -40,6 +40,7 @@ def step_record(decision, obs, task, chat_calls: int, score_calls: int) -> dict:
     decided_by = data.get("decided_by") if data.get("decided_by") in DECIDERS else default
     mechanism = data.get("mechanism") or (None if decided_by != "mechanism" else
                                           "no backbone call" if not (chat_calls or score_calls) else "unnamed")
+    mechanism = None if mechanism is None else str(mechanism)[:120]  # a sandboxed harness reports it: kept short
     parsed = data.get("parsed") if isinstance(data.get("parsed"), bool) else None
     command = decision.args.get("command") if set(decision.args) == {"command"} else None
     raw = data.get("raw_action")
