@@ -57,13 +57,16 @@ def step_record(decision, obs, task, chat_calls: int, score_calls: int) -> dict:
             "realised": realised, "hooked": bool(data.get("hooked"))}
 
 
-def steps_compliance(steps):
+def steps_compliance(steps, episodes=None):
     """The compliance records of a steps DataFrame (``jitlab.store.load(run)["steps"]``) as columns
-    (step, decided_by, mechanism, parsed, admissible, realised, hooked); empty when none were recorded."""
+    (step, decided_by, mechanism, parsed, admissible, realised, hooked); empty when none were recorded. With
+    ``episodes`` (``load(run)["episodes"]``), only the steps of finished episodes (no retried or running attempt)."""
     import pandas as pd
     cols = ["episode_id", "step", "decided_by", "mechanism", "parsed", "admissible", "realised", "hooked"]
     if "compliance" not in steps:
         return pd.DataFrame(columns=cols)
+    if episodes is not None:
+        steps = steps[steps["episode_id"].isin(episodes.loc[episodes["final"], "id"])]
     rows = []
     for episode_id, step, text in zip(steps["episode_id"], steps["step"], steps["compliance"]):
         if isinstance(text, str) and text:
@@ -81,20 +84,22 @@ def _shares(frame) -> dict:
     return out
 
 
-def compliance_by_step(steps, max_step: int | None = None):
+def compliance_by_step(steps, episodes=None, max_step: int | None = None):
     """Shares per step index (one row per step: n_steps, parsed, admissible, realised, hooked and the
-    decided_by shares). A share is over the steps where it is known (``parsed`` None is left out)."""
+    decided_by shares). A share is over the steps where it is known (``parsed`` None is left out). ``episodes``:
+    as in :func:`steps_compliance`."""
     import pandas as pd
-    records = steps_compliance(steps)
+    records = steps_compliance(steps, episodes)
     if max_step is not None:
         records = records[records["step"] <= max_step]
     rows = [{"step": int(step), **_shares(group)} for step, group in records.groupby("step")]
     return pd.DataFrame(rows)
 
 
-def compliance_summary(steps) -> dict | None:
-    """The per-run shares (all steps) and the same by step index; None when no step recorded compliance."""
-    records = steps_compliance(steps)
+def compliance_summary(steps, episodes=None) -> dict | None:
+    """The per-run shares (all steps; with ``episodes``, those of finished episodes) and the same by step index;
+    None when no step recorded compliance."""
+    records = steps_compliance(steps, episodes)
     if not len(records):
         return None
-    return {**_shares(records), "by_step": compliance_by_step(steps).to_dict(orient="records")}
+    return {**_shares(records), "by_step": compliance_by_step(steps, episodes).to_dict(orient="records")}

@@ -493,7 +493,7 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
         "fingerprint": frames["meta"].get("fingerprint"),
     }
     from jitlab.compliance import compliance_summary
-    compliance = compliance_summary(frames["steps"])
+    compliance = compliance_summary(frames["steps"], eps)  # the steps of finished episodes
     if compliance is not None:  # per-step compliance records (parsed, admissible, realised, hooked, decided_by)
         summary["compliance"] = compliance
     from jitlab.repeats import repeat_summary

@@ -105,7 +105,17 @@ def test_a_run_records_compliance_per_step_and_summarises_it(tmp_path, capsys):
     assert b["parsed"] == 0.0 and b["admissible"] == 0.0 and b["realised"] == 1.0 and b["n_steps"] == 6
     assert [row["step"] for row in b["by_step"]] == [1, 2, 3] and all(row["n_steps"] == 2 for row in b["by_step"])
     exported = export_runs([bad], tmp_path / "x")[0]  # the export keeps the records, so the shares read back
-    assert compliance_by_step(load(exported)["steps"]).to_dict(orient="records") == b["by_step"]
+    frames = load(exported)
+    assert compliance_by_step(frames["steps"], frames["episodes"]).to_dict(orient="records") == b["by_step"]
     assert main(["show", str(exported), "--compliance"]) == 0
     out = capsys.readouterr().out
     assert "compliance in" in out and "parsed=0.00" in out and "admissible=0.00" in out
+
+
+def test_only_the_steps_of_finished_episodes_count_when_episodes_are_given():
+    import pandas as pd
+    rec = json.dumps(step_record(Decision("act", {"command": "go east"}), OBS, TASK, 1, 0))
+    steps = pd.DataFrame({"episode_id": [1, 2, 2], "step": [1, 1, 2], "compliance": [rec, rec, rec]})
+    episodes = pd.DataFrame({"id": [1, 2], "final": [True, False]})  # episode 2: an interrupted attempt
+    assert compliance_by_step(steps)["n_steps"].tolist() == [2, 1]
+    assert compliance_by_step(steps, episodes)["n_steps"].tolist() == [1]

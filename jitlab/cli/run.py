@@ -91,14 +91,15 @@ def _print_compliance(run_dir) -> None:
     """The compliance shares of a run, overall and by step index (jitlab/compliance.py)."""
     from jitlab.compliance import compliance_by_step, compliance_summary
     from jitlab.store import load
-    steps = load(run_dir)["steps"]
-    overall = compliance_summary(steps)
+    frames = load(run_dir)
+    steps, episodes = frames["steps"], frames["episodes"]
+    overall = compliance_summary(steps, episodes)
     if overall is None:
         print(f"\ncompliance in {run_dir}: not recorded (a run from before per-step compliance records)")
         return
     shares = ", ".join(f"{k}={v:.2f}" for k, v in overall.items() if isinstance(v, float))
     print(f"\ncompliance in {run_dir} ({overall['n_steps']} steps): {shares}")
-    print(compliance_by_step(steps).to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="-"))
+    print(compliance_by_step(steps, episodes).to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="-"))
 
 
 def cmd_export(args) -> int:
