@@ -39,7 +39,7 @@ from pathlib import Path
 
 from jitlab.progress import group
 
-__all__ = ["JIT_SUMMARY_COLUMNS", "OUT_ROOT_ENV", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS", "best_per_suite",
+__all__ = ["JIT_SUMMARY_COLUMNS", "OUT_ROOT_ENV", "REPEAT_COLUMNS", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS", "best_per_suite",
            "check_spend", "grid_spend", "grid_table", "jit_summaries", "notebook_command", "output_path", "repo_path",
            "run_grid", "run_jit_modes", "run_slug", "seed_harnesses"]
 
@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 SUMMARY_COLUMNS = ["suite", "harness", "backbone", "run_dir", "n_episodes", "success_rate", "mean_reward",
                    "tokens_per_task", "cost_per_task", "tool_calls_per_task", "llm_calls_per_task",
                    "wall_s_per_task", "status_counts"]
+# with repeat=K (RunConfig.repeat, jitlab/repeats.py) a grid's rows also hold these, from the summary's ``repeats``
+REPEAT_COLUMNS = ["repeats_k", "pass_at_1", "pass_hat_k", "success_var_per_task"]
 
 
 
@@ -131,10 +133,10 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     ``executor="ray"`` each cell is a Ray task instead (jitlab.cluster: the running Ray connection, else
     ``$RAY_ADDRESS``, else a local Ray), ``workers`` of them at once (default 1 is raised to all cells; Ray
     queues them on its CPUs); the cell's worker is the one writer of its directory. Extra keyword arguments
-    go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency, backbone_options, ...), except
+    go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency, backbone_options, repeat, ...), except
     ``max_cost`` / ``max_tokens_total``, which cap the whole grid (module docstring; with Ray each cell checks
     the cap against the spend recorded when it starts and its own). Returns one row per run:
-    ``SUMMARY_COLUMNS`` (from each run's summary.json)."""
+    ``SUMMARY_COLUMNS`` (from each run's summary.json), and ``REPEAT_COLUMNS`` with ``repeat`` > 1."""
     import pandas as pd
 
     from jitlab.cluster import check_executor
@@ -170,7 +172,8 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
             for c in combos:
                 rows.append(_grid_cell(root, *c, limit, split, quiet, run_options, spend=spend))
                 total.update()
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    repeats = REPEAT_COLUMNS if run_options.get("repeat", 1) > 1 else []
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + repeats)
 
 
 def _grid_cell(root, suite, harness, backbone, limit, split, quiet, run_options, caps=(None, None), spend=None) -> dict:
@@ -185,7 +188,10 @@ def _grid_cell(root, suite, harness, backbone, limit, split, quiet, run_options,
     run_dir = run(RunConfig(suite=suite, harness=str(harness), backbone=backbone, limit=limit,
                             split=split, out=str(out), quiet=quiet, **run_options), spend=spend)
     summary = json.loads((run_dir / "summary.json").read_text())
-    return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, "suite": suite,
+    r = summary.get("repeats") or {}
+    repeats = {"repeats_k": r.get("k"), "pass_at_1": r.get("pass_at_1"), "pass_hat_k": r.get("pass_hat_k"),
+               "success_var_per_task": r.get("success_var_per_task")}
+    return {**{k: summary.get(k) for k in SUMMARY_COLUMNS}, **repeats, "suite": suite,
             "harness": Path(str(harness)).name, "backbone": backbone, "run_dir": str(run_dir)}
 
 
@@ -203,19 +209,40 @@ def grid_table(runs, values=("success_rate", "tokens_per_task"), index: str = "h
     return wide[[c for c in order if c in wide.columns]]
 
 
-def best_per_suite(runs):
+def best_per_suite(runs, rule: str = "paired", level: float = 0.05):
     """Per (suite, backbone): the best harness (highest success rate; fewer tokens breaks ties) and
-    the cheapest (fewest tokens per task; higher success breaks ties), with their numbers."""
+    the cheapest (fewest tokens per task; higher success breaks ties), with their numbers. Where the rows have
+    ``run_dir``, the best is also judged against the runner-up on their shared (task id, seed) pairs under the
+    selection ``rule`` (jitlab/selection.py; default the exact McNemar test at ``level``): ``best_admitted``
+    says whether the rule tells them apart, ``best_vs_runner_up`` why (None without run directories)."""
     import pandas as pd
     rows = []
     for (suite, backbone), g in runs.groupby(["suite", "backbone"], sort=False):
-        best = g.sort_values(["success_rate", "tokens_per_task"], ascending=[False, True]).iloc[0]
+        ranked = g.sort_values(["success_rate", "tokens_per_task"], ascending=[False, True])
+        best = ranked.iloc[0]
         cheap = g.sort_values(["tokens_per_task", "success_rate"], ascending=[True, False]).iloc[0]
+        verdict = _best_verdict(ranked, rule, level)
         rows.append({"suite": suite, "backbone": backbone, "n_harnesses": len(g),
                      "best": best["harness"], "best_success": best["success_rate"],
                      "best_tokens": best["tokens_per_task"], "cheapest": cheap["harness"],
-                     "cheapest_tokens": cheap["tokens_per_task"], "cheapest_success": cheap["success_rate"]})
+                     "cheapest_tokens": cheap["tokens_per_task"], "cheapest_success": cheap["success_rate"],
+                     "runner_up": ranked.iloc[1]["harness"] if len(ranked) > 1 else None, "selection": rule,
+                     "best_admitted": None if verdict is None else verdict.admitted,
+                     "best_vs_runner_up": None if verdict is None else verdict.reason})
     return pd.DataFrame(rows)
+
+
+def _best_verdict(ranked, rule: str, level: float):
+    """The selection rule's verdict on the top row of ``ranked`` against the second (None without run_dir)."""
+    if len(ranked) < 2 or "run_dir" not in ranked:
+        return None
+    from jitlab.selection import judge
+    from jitlab.store import load
+
+    def successes(run_dir):
+        eps = load(run_dir)["episodes"]
+        return {(str(r.task_id), int(r.seed)): bool(r.success) for r in eps[eps["final"]].itertuples()}
+    return judge(rule, successes(ranked.iloc[1]["run_dir"]), successes(ranked.iloc[0]["run_dir"]), level=level)
 
 
 # -- JIT runs -----------------------------------------------------------------------------------

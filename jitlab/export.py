@@ -13,7 +13,8 @@ Each run becomes ``OUT/<run>/`` (``<run>`` is the run directory's path below the
     card.json      the harness card (jitlab/card.py): harness, modules, backbone, budgets, suite, tasks, commit
     run.json       format, source directory, export time, the run's config and meta (fingerprint, created)
     episodes.csv   every episode row, all attempts, every column of the ``episodes`` table (``extra`` as JSON)
-    steps.csv      per step: episode_id, step, tool, args, reward, done, tokens (no thoughts, observations, traces)
+    steps.csv      per step: episode_id, step, tool, args, reward, done, tokens, compliance (jitlab/compliance.py;
+                   no thoughts, observations, traces)
     calls.csv      per episode x phase x kind x backbone x cached: ``n_calls`` and the sums of the numeric
                    columns (tokens, cost, latency, ...); no prompts or replies
 
@@ -40,7 +41,7 @@ from jitlab.store import DB_NAME, EXPORT_FORMAT, EXPORT_MARKER, NULL, load, make
 
 __all__ = ["STEP_COLUMNS", "export_run", "export_runs", "find_runs"]
 
-STEP_COLUMNS = ["episode_id", "step", "tool", "args", "reward", "done", "tokens"]
+STEP_COLUMNS = ["episode_id", "step", "tool", "args", "reward", "done", "tokens", "compliance"]
 _CALL_KEYS = ["episode_id", "phase", "kind", "backbone", "cached"]
 
 

@@ -32,7 +32,7 @@ from dataclasses import fields
 
 from jitlab.errors import ConfigError
 
-__all__ = ["CANDIDATES_MAX", "REFERENCES_MAX", "RETRIES_MAX", "ROUNDS_MAX", "SEED_MAX", "STEPS_MAX", "WORKERS_MAX",
+__all__ = ["CANDIDATES_MAX", "REFERENCES_MAX", "REPEATS_MAX", "RETRIES_MAX", "ROUNDS_MAX", "SEED_MAX", "STEPS_MAX", "WORKERS_MAX",
            "check_fields", "check_number"]
 
 # seeds are stored in SQLite INTEGER columns (signed 64-bit) and hashed into cache keys
@@ -48,6 +48,7 @@ ROUNDS_MAX = {"max": 20, "max_why": "each round is a backbone call set and a san
 REFERENCES_MAX = {"max": 32, "max_why": "each reference's files go into one generation prompt"}
 RETRIES_MAX = {"max": 20, "max_why": "each retry reruns an episode from its start"}
 STEPS_MAX = {"max": 10_000, "max_why": "each step is a backbone call and a recorded row"}
+REPEATS_MAX = {"max": 100, "max_why": "each repeat reruns every task of the run"}
 
 
 def _option(name: str, meta, prefix: str | None) -> str:

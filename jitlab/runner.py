@@ -21,7 +21,7 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
-from jitlab.fields import RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.fields import REPEATS_MAX, RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.llm.pricing import known_price
 from jitlab.progress import Progress
@@ -58,6 +58,10 @@ class RunConfig:
     offset: int = field(default=0, metadata={"help": "index of the first task in the split", "min": 0})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (from --offset)", "min": 1})
     seed: int = field(default=0, metadata={"help": "episode seed (env reset and cache key)", "min": 0, "max": SEED_MAX})
+    repeat: int = field(default=1, metadata={"help": "run each task at seeds seed..seed+K-1 (varies the reset where the "
+                                                     "suite's games do, sampling at temperature > 0; refused when "
+                                                     "neither: jitlab/repeats.py)", "min": 1, "metavar": "K",
+                                             **REPEATS_MAX})
     max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
     max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
@@ -85,8 +89,9 @@ class RunConfig:
 
     def fingerprinted(self) -> dict:
         fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
-        if not fp["offset"]:  # run directories made before `offset` existed have no such key and must still resume
-            del fp["offset"]
+        for name, default in (("offset", 0), ("repeat", 1)):  # run directories made before these fields existed
+            if fp[name] == default:                               # have no such key and must still resume
+                del fp[name]
         return fp
 
 
@@ -170,6 +175,9 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
     if not tasks:
         past = f" from offset {cfg.offset} (it has {len(every)}); lower --offset" if every else ""
         raise ConfigError(f"no tasks in suite {cfg.suite} split {cfg.split} family {cfg.family}{past}")
+    from jitlab.repeats import check_repeat, repeat_seeds, samples
+    varies = check_repeat(suite, cfg.backbone_options, cfg.repeat)
+    episodes = [(task, seed) for seed in repeat_seeds(cfg.seed, cfg.repeat) for task in tasks]  # repeat-major
     out = Path(cfg.out) if cfg.out else default_out(cfg)
     harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite)
     if backbone is None:
@@ -182,7 +190,7 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
     store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
     if spend is None:
         spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
-    todo = sum(store.status_of(sha, t.id, cfg.seed)[0] not in FINAL for t in tasks)
+    todo = sum(store.status_of(sha, t.id, seed)[0] not in FINAL for t, seed in episodes)
     bar = Progress(todo, f"{harness_name} · {cfg.suite}", quiet=cfg.quiet, run_dir=out)
     if not cfg.quiet:
         estimate = cost_estimate(cfg, todo)
@@ -191,24 +199,29 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
 
     stop = threading.Event()  # set on Ctrl-C: no thread starts another episode
 
-    def one(task) -> None:
+    def one(item) -> None:
+        task, seed = item
         for _ in range(cfg.retries + 1):
             if stop.is_set():
                 return
-            status, attempt = store.status_of(sha, task.id, cfg.seed)
+            status, attempt = store.status_of(sha, task.id, seed)
             if status in FINAL:
                 return
             if spend.reached():  # no new episode once the run's cap is reached
                 spend.stopped = spend.stopped or spend.reached()
                 return
-            episode = store.start_episode(harness_name, sha, task, cfg.seed, attempt, isolation)
-            llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=cfg.seed,
-                            spend=spend)
-            result = drive_episode(suite, task, lambda env, llm=llm: make_agent(env, llm), llm, budget, cfg.seed,
+            episode = store.start_episode(harness_name, sha, task, seed, attempt, isolation)
+            llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=seed,
+                            spend=spend, sample_seed=samples(cfg.backbone_options))
+            result = drive_episode(suite, task, lambda env, llm=llm: make_agent(env, llm), llm, budget, seed,
                                    on_step=lambda s, e=episode: store.log_step(e, s))
-            store.finish_episode(episode, result.as_dict(), llm)
+            record = result.as_dict()
+            if cfg.repeat > 1:
+                record["extra"] = {"repeat": seed - cfg.seed, "varies": varies}
+            store.finish_episode(episode, record, llm)
             if not cfg.quiet:
-                bar.write(f"  {task.id:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "
+                tag = f"{task.id}@{seed}" if cfg.repeat > 1 else task.id
+                bar.write(f"  {tag:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "
                           f"steps={result.steps:<3} tokens={llm.tokens:<6} {result.wall_s:6.1f}s")
             if result.status in FINAL:
                 bar.update(success=result.success, tokens=llm.tokens, cost=llm.cost)
@@ -218,25 +231,25 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
 
     try:
         if cfg.concurrency <= 1:
-            for task in tasks:
-                one(task)
+            for item in episodes:
+                one(item)
         else:
             pool = ThreadPoolExecutor(cfg.concurrency)
             try:
-                for future in [pool.submit(one, task) for task in tasks]:
+                for future in [pool.submit(one, item) for item in episodes]:
                     future.result()
             except BaseException:  # Ctrl-C: start nothing more; episodes in flight stay `running` -> interrupted
                 stop.set()
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
             pool.shutdown()
-        finished = sum(store.status_of(sha, t.id, cfg.seed)[0] in FINAL for t in tasks)
+        finished = sum(store.status_of(sha, t.id, seed)[0] in FINAL for t, seed in episodes)
     finally:
         bar.close()
         store.close()
     summarize(out)
     if spend.stopped:
-        raise SpendCapReached(f"{out}: {spend.stopped}; {finished} of {len(tasks)} episodes finished, the rest "
+        raise SpendCapReached(f"{out}: {spend.stopped}; {finished} of {len(episodes)} episodes finished, the rest "
                               "not started or stopped (recorded as spend_cap). Nothing is lost: rerun with a higher "
                               "--max-cost / --max-tokens-total to resume.")
     return out

@@ -5,7 +5,8 @@
 
 ``HarnessAgent`` runs the four modules and hooks; it is the part that may live in a sandboxed
 child (jitlab.sandbox drives the same class over RPC). ``run_episode`` is the trusted side: it
-owns the environment, the scorer, the budget and the records.
+owns the environment, the scorer, the budget and the records, including each step's compliance
+record (jitlab/compliance.py: parsed, admissible, changed by realisation or a hook).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 
+from jitlab.compliance import step_record
 from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
 from jitlab.fields import check_fields
 from jitlab.protocol import (
@@ -97,13 +99,17 @@ class LLMHandle:
     """What modules get as ``ctx.llm``: forwards to the backbone, counts tokens, enforces the
     token budget and the run's spend cap (``spend``), consults the replay cache and reports every
     call to ``on_call``. ``queue_s`` sums the time its calls waited for a shared model (as the backbone
-    reports it in ``Completion.queue_s``): the episode's wall budget does not count it."""
+    reports it in ``Completion.queue_s``): the episode's wall budget does not count it. With ``sample_seed``
+    (a sampling backbone, jitlab/repeats.py) every chat call without its own ``seed`` is sampled with the
+    episode seed, so the repeats of a task differ and each is reproducible."""
 
     def __init__(self, backbone, budget: Budget | None = None, cache=None, on_call=None, seed: int = 0,
-                 phase: str = "execute", spend: RunSpend | None = None):
+                 phase: str = "execute", spend: RunSpend | None = None, sample_seed: bool = False):
         self.backbone, self.budget, self.cache, self.on_call = backbone, budget or Budget(), cache, on_call
         self.seed, self.phase, self.step, self.spend = seed, phase, 0, spend
+        self.sample_seed = sample_seed
         self.prompt_tokens = self.completion_tokens = self.calls = 0
+        self.chat_calls = self.score_calls = 0  # attempted calls by kind: what a step's compliance record counts
         self.cost = self.queue_s = 0.0
         self.spend_stopped = False  # set when the spend cap refused a call (a harness may swallow the error)
         self._lock = threading.Lock()
@@ -123,13 +129,15 @@ class LLMHandle:
     def chat(self, messages: list[dict], **params) -> Completion:
         if self.tokens >= self.budget.max_tokens:
             raise BudgetExceeded(f"token budget {self.budget.max_tokens} spent")
+        self.chat_calls += 1
         messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
         from jitlab.llm.cache import cache_key
         key = cache_key(self.backbone.id, messages, params, self.seed)
         completion = self.cache.get(key) if self.cache else None
         if completion is None:
             self._check_spend()  # a cache hit costs nothing: only a call that reaches the backbone is capped
-            completion = self.backbone.chat(messages, **params)
+            sent = {"seed": self.seed, **params} if self.sample_seed else params  # the key holds the seed already
+            completion = self.backbone.chat(messages, **sent)
             if self.cache:
                 self.cache.put(key, completion)
         self._account(completion, key, messages, params)
@@ -139,6 +147,7 @@ class LLMHandle:
         scorer = getattr(self.backbone, "score", None)
         if scorer is None:
             raise NotImplementedError(f"backbone {self.backbone.id} has no score()")
+        self.score_calls += 1
         from jitlab.llm.cache import cache_key
         key = cache_key(self.backbone.id, messages, {"score": candidates}, self.seed)
         cached = self.cache.get(key, kind="score") if self.cache else None
@@ -227,7 +236,11 @@ class HarnessAgent(Agent):
             context.hints.extend(fn(ctx, context) or [])
         decision = mods["action"].act(context, ctx)
         for fn in self._each("pre_action"):
+            before = _call(decision)
             decision = fn(ctx, context, decision) or decision
+            if isinstance(decision, Decision) and _call(decision) != before:  # a hook overrode the decision
+                rule, name = decision.data.get("hook"), type(getattr(fn, "__self__", fn)).__name__
+                decision.data.update(hooked=True, decided_by="mechanism", mechanism=f"{name}:{rule}" if rule else name)
         if not isinstance(decision, Decision):
             raise HarnessError(f"Action.act returned {type(decision).__name__}, expected Decision",
                                file="action.py", kind="interface_mismatch")
@@ -243,6 +256,13 @@ class HarnessAgent(Agent):
         for fn in self._each("post_feedback"):
             fn(self.ctx, decision, obs)
         self._remember(Event("observation", obs.text, step, {"candidates": obs.candidates, "reward": obs.reward}))
+
+
+def _call(decision) -> str:
+    """A decision's tool call, comparable before and after a hook (anything else: its repr)."""
+    if not isinstance(decision, Decision):
+        return repr(decision)
+    return f"{decision.tool}:{sorted((str(k), str(v)) for k, v in dict(decision.args).items())}"
 
 
 def _render(decision: Decision) -> str:
@@ -316,14 +336,18 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
             step += 1
             llm.step = step
             tokens_before = llm.tokens
+            calls_before = getattr(llm, "chat_calls", 0), getattr(llm, "score_calls", 0)
             decision = agent.decide(step)
+            compliance = step_record(decision, obs, env.spec, getattr(llm, "chat_calls", 0) - calls_before[0],
+                                     getattr(llm, "score_calls", 0) - calls_before[1])
             obs = _env_call(env.step, decision.tool, dict(decision.args))
             result.tool_calls += 1
             agent.observe(decision, obs, step)
             if on_step:
                 on_step({"step": step, "tool": decision.tool, "args": decision.args, "thought": decision.thought,
                          "observation": obs.text, "reward": obs.reward, "done": obs.done,
-                         "tokens": llm.tokens - tokens_before, "trace": decision.data.get("trace", {})})
+                         "tokens": llm.tokens - tokens_before, "trace": decision.data.get("trace", {}),
+                         "compliance": compliance})
     except BudgetExceeded as exc:
         result.status, result.error = "budget", str(exc)
     except InfraError as exc:

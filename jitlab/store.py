@@ -61,7 +61,7 @@ class Status(StrEnum):
 
 FINAL = tuple(s.value for s in (Status.OK, Status.BUDGET, Status.HARNESS_ERROR))
 RETRY = tuple(s.value for s in (Status.INFRA_ERROR, Status.INTERRUPTED))
-SCHEMA_VERSION = 2  # 2: calls.queue_s, compute_s, reused_tokens
+SCHEMA_VERSION = 3  # 2: calls.queue_s, compute_s, reused_tokens; 3: steps.compliance (jitlab/compliance.py)
 EXPORT_MARKER = "run.json"         # a compact export of a run (jitlab/export.py) holds this instead of run.sqlite
 EXPORT_FORMAT = "jitlab-export/1"
 NULL = "\\N"                       # SQL NULL in an export's CSV files (an empty field is an empty string)
@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS episodes (
   UNIQUE (harness_sha, task_id, seed, attempt));
 CREATE TABLE IF NOT EXISTS steps (
   episode_id INTEGER NOT NULL, step INTEGER NOT NULL, tool TEXT, args TEXT, thought TEXT, observation TEXT,
-  reward REAL, done INTEGER, tokens INTEGER, trace TEXT, t REAL);
+  reward REAL, done INTEGER, tokens INTEGER, trace TEXT, t REAL, compliance TEXT);
 CREATE TABLE IF NOT EXISTS calls (
   episode_id INTEGER NOT NULL, step INTEGER, phase TEXT, kind TEXT, key TEXT, backbone TEXT,
   prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL, latency_s REAL, cached INTEGER,
@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS calls (
 """
 # columns added after schema 1, with their types: a file written before them gets them on open (NULL in old rows)
 _ADDED_CALL_COLUMNS = {"queue_s": "REAL", "compute_s": "REAL", "reused_tokens": "INTEGER"}
+_ADDED_STEP_COLUMNS = {"compliance": "TEXT"}
 _CALL_COLUMNS = ("episode_id", "step", "phase", "kind", "key", "backbone", "prompt_tokens", "completion_tokens", "cost",
                  "latency_s", "cached", "messages", "text", "t", *_ADDED_CALL_COLUMNS)
 
@@ -302,13 +303,15 @@ class RunStore:
             raise storage_error(path, exc) from exc
 
     def _migrate(self) -> None:
-        """Add the calls columns a schema-1 file lacks (its old rows keep NULL there)."""
-        have = {row[1] for row in self.db.execute("PRAGMA table_info(calls)")}
-        missing = [name for name in _ADDED_CALL_COLUMNS if name not in have]
+        """Add the calls and steps columns an older file lacks (its old rows keep NULL there)."""
+        missing = []
+        for table, added in (("calls", _ADDED_CALL_COLUMNS), ("steps", _ADDED_STEP_COLUMNS)):
+            have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            missing += [(table, name, kind) for name, kind in added.items() if name not in have]
         if missing:
             with self._tx():
-                for name in missing:
-                    self.db.execute(f"ALTER TABLE calls ADD COLUMN {name} {_ADDED_CALL_COLUMNS[name]}")
+                for table, name, kind in missing:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
                 self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def _check_config(self, config: dict) -> None:
@@ -372,11 +375,11 @@ class RunStore:
 
     def log_step(self, episode_id: int, record: dict) -> None:
         with self._tx():
-            self.db.execute("INSERT INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
+            self.db.execute("INSERT INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
                 episode_id, record["step"], record["tool"], json.dumps(record["args"], default=str),
                 record.get("thought", ""), record["observation"], record.get("reward", 0.0),
                 int(bool(record.get("done"))), record.get("tokens", 0), json.dumps(record.get("trace", {}), default=str),
-                time.time()))
+                time.time(), json.dumps(record["compliance"]) if record.get("compliance") else None))
 
     def log_call(self, episode_id: int, call: dict) -> None:
         with self._tx():
@@ -490,6 +493,9 @@ def load(run_dir: str | Path) -> dict:
     for name in _ADDED_CALL_COLUMNS:  # a schema-1 file read without opening it for writing
         if name not in calls:
             calls[name] = pd.NA
+    for name in _ADDED_STEP_COLUMNS:  # likewise a file from before steps.compliance
+        if name not in frames["steps"]:
+            frames["steps"][name] = None
     # prefix-hit rate: share of the call's prompt tokens taken from the KV prefix cache (NaN: not recorded)
     calls["prefix_hit"] = pd.to_numeric(calls["reused_tokens"], errors="coerce") / calls["prompt_tokens"].where(
         calls["prompt_tokens"] > 0)
@@ -552,7 +558,8 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
         "suite": config.get("suite"), "split": config.get("split"), "harness": config.get("harness"),
         "harness_sha": done["harness_sha"].iloc[0] if n else None, "backbone": config.get("backbone"),
         "n_episodes": n,
-        "n_tasks_unfinished": len(set(eps["task_id"]) - set(done["task_id"])),  # infra failures, interrupted
+        # (task, seed) pairs with no finished episode: infra failures, interrupted (a task per seed under --repeat)
+        "n_tasks_unfinished": len(set(zip(eps["task_id"], eps["seed"])) - set(zip(done["task_id"], done["seed"]))),
         "success_rate": float(done["success"].mean()) if n else 0.0,
         "mean_reward": float(done["reward"].mean()) if n else 0.0,
         "tokens_per_task": per_task("tokens"),
@@ -566,6 +573,14 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
         "fingerprint": frames["meta"].get("fingerprint"),
     }
     summary.update(_intervals(done))
+    from jitlab.compliance import compliance_summary
+    compliance = compliance_summary(frames["steps"], eps)  # the steps of finished episodes
+    if compliance is not None:  # per-step compliance records (parsed, admissible, realised, hooked, decided_by)
+        summary["compliance"] = compliance
+    from jitlab.repeats import repeat_summary
+    repeats = repeat_summary(done)
+    if repeats is not None:  # some task ran at several seeds (--repeat): pass@1 over repeats, pass^k, variance
+        summary["repeats"] = repeats
     if write:
         tmp = Path(run_dir) / "summary.json.tmp"
         try:

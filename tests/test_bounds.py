@@ -21,7 +21,7 @@ CONFIGS = (RunConfig, JITConfig, EngineerConfig, TableConfig, TransferConfig, St
 # the counts that allocate per unit, by field name, wherever a user-facing config has them
 COUNTS = {"n_candidates", "concurrency", "eval_concurrency", "parallel", "retries", "avoid_retries", "k",
           "num_generations", "rounds", "max_repair_rounds", "repair_rounds", "eval_rounds", "k_references",
-          "code_references", "max_steps", "smoke_steps", "eval_smoke_steps", "episode_steps", "batch_size",
+          "code_references", "repeat", "max_steps", "smoke_steps", "eval_smoke_steps", "episode_steps", "batch_size",
           "max_length", "max_completion_length", "lora_r"}
 
 

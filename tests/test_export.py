@@ -49,7 +49,8 @@ def test_export_loads_back_the_same_episodes_and_summary(runs, exported):
         calls = b["calls"]
         assert "messages" not in calls and "text" not in calls
         assert calls["n_calls"].sum() == len(a["calls"]) and calls["prompt_tokens"].sum() == a["calls"]["prompt_tokens"].sum()
-        assert set(b["steps"].columns) == {"episode_id", "step", "tool", "args", "reward", "done", "tokens"}
+        assert set(b["steps"].columns) == {"episode_id", "step", "tool", "args", "reward", "done", "tokens",
+                                            "compliance"}  # issue 26 item 6: the per-step compliance record
         assert len(b["steps"]) == len(a["steps"])
     text = "".join(p.read_text() for p in exported.rglob("*.csv"))
     assert not any(m["content"][:60] in text for m in json.loads(load(runs / "react")["calls"]["messages"][0]))

@@ -23,6 +23,13 @@ def cmd_jit(args) -> int:
           f"({cfg.candidates()} candidate(s) per task)", flush=True)
     out = run_jit(cfg)
     s = json.loads((out / "summary.json").read_text())
+    if "per_repeat" in s:  # --repeat K: one run directory per seed, the reliability over them
+        from jitlab.cli.run import _print_repeats
+        for run_dir, r in zip(s["runs"], s["per_repeat"]):
+            print(f"  {run_dir}: {r['n_episodes']} tasks  success_rate={r['success_rate']:.2f}  "
+                  f"tokens/task={r['tokens_per_task']:.0f}")
+        _print_repeats(s, out)
+        return int(bool(s["n_tasks_unfinished"]))
     print(f"\n{out}: {s['n_episodes']} tasks  success_rate={s['success_rate']:.2f}  mean_reward={s['mean_reward']:.2f}  "
           f"tokens/task={s['tokens_per_task']:.0f} (gen {s['gen_tokens_per_task']:.0f}, select "
           f"{s['select_tokens_per_task']:.0f}, repair {s['repair_tokens_per_task']:.0f}, exec "

@@ -53,6 +53,8 @@ def cmd_show(args) -> int:
         if len(args.run_dirs) == 1:
             eps = load(run_dir)["episodes"]
             cols = ["task_id", "attempt", "status", "success", "reward", "steps", "tokens", "cost", "tool_calls", "wall_s"]
+            if eps["seed"].nunique() > 1:  # repeats (--repeat): which seed each row is
+                cols.insert(1, "seed")
             print(eps[cols].to_string(index=False))
         rows.append({"run": str(run_dir), **{k: summary[k] for k in (
             "harness", "backbone", "n_episodes", "success_rate", "mean_reward", "tokens_per_task",
@@ -60,6 +62,11 @@ def cmd_show(args) -> int:
     print()
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     _print_intervals(summaries)
+    for run_dir in args.run_dirs:
+        _print_repeats(summarize(run_dir, write=False), run_dir)
+    if args.compliance:
+        for run_dir in args.run_dirs:
+            _print_compliance(run_dir)
     if args.mechanisms:
         from jitlab.viz.runs import mechanism_usage
         for run_dir in args.run_dirs:
@@ -84,6 +91,31 @@ def _print_intervals(summaries: dict) -> None:
                      if s["tokens_per_task_ci"] else "–"})
     print(f"\n95% intervals ({s['interval_method']}):")
     print(pd.DataFrame(rows).to_string(index=False))
+def _print_repeats(summary: dict, run_dir) -> None:
+    """The reliability line of a run with repeats (``--repeat K``; jitlab/repeats.py); nothing otherwise."""
+    r = summary.get("repeats")
+    if not r:
+        return
+    lo, hi = r["pass_at_1_wilson"]
+    print(f"\nrepeats in {run_dir}: k={r['k']} (seeds {r['seeds'][0]}..{r['seeds'][-1]}, varies: "
+          f"{', '.join(r['varies'])}) over {r['n_tasks']} tasks  pass@1={r['pass_at_1']:.3f} [Wilson {lo:.3f}, {hi:.3f}]"
+          f"  pass^{r['k']}={r['pass_hat_k']:.3f}  tasks mixed={r['tasks_mixed']}  per-task var: success "
+          f"{r['success_var_per_task']:.3f}, reward {r['reward_var_per_task']:.3f}")
+
+
+def _print_compliance(run_dir) -> None:
+    """The compliance shares of a run, overall and by step index (jitlab/compliance.py)."""
+    from jitlab.compliance import compliance_by_step, compliance_summary
+    from jitlab.store import load
+    frames = load(run_dir)
+    steps, episodes = frames["steps"], frames["episodes"]
+    overall = compliance_summary(steps, episodes)
+    if overall is None:
+        print(f"\ncompliance in {run_dir}: not recorded (a run from before per-step compliance records)")
+        return
+    shares = ", ".join(f"{k}={v:.2f}" for k, v in overall.items() if isinstance(v, float))
+    print(f"\ncompliance in {run_dir} ({overall['n_steps']} steps): {shares}")
+    print(compliance_by_step(steps, episodes).to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="-"))
 
 
 def cmd_export(args) -> int:
@@ -162,6 +194,8 @@ def add_run_commands(sub) -> None:
 
     p = sub.add_parser("show", help="summary table of one or more run directories")
     p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--compliance", action="store_true", help="also per-step compliance: shares of replies that "
+                   "parsed, named an admissible action, were changed by realisation or a hook, by step index")
     p.add_argument("--mechanisms", action="store_true", help="also the case-study mechanisms the run's harnesses used: "
                    "tasks that chose each, success when chosen vs not (experiments.mechanism_usage)")
     p.set_defaults(func=cmd_show)

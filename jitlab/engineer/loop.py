@@ -10,11 +10,16 @@ harness -> ``build_packet`` -> the engineer proposes K patches (hooks.py overlay
 each is checked and validated (jitlab.engineer.patches: static checks, then a sandboxed smoke episode) -> a
 valid patch re-runs the same batch -> Δ = success(patched) − success(base) over the (task id, seed) pairs
 both runs finished (``pairs`` in the record; a pair one side did not finish is listed in ``unpaired``).
-A patch is kept only when its Δ > 0: the best of the round (highest Δ, ties: the first proposed) is kept and
-becomes the next round's harness, and a round whose best Δ is 0 or less keeps none. Base and patched runs are
-run the same way: both in the sandbox (``isolation="sandbox"``), so isolation cannot skew Δ. Every batch is a
-``jitlab.runner.run`` of the batch's slice (``offset``/``limit``), ``concurrency`` episodes at once (the hf engine
-batches their backbone calls), with one model for the whole loop.
+A patch is kept only when its Δ > 0 and the selection rule admits it: the best of the round (highest Δ, ties:
+the first proposed) becomes the next round's harness only when ``selection`` (jitlab/selection.py) admits it:
+``greedy`` (the default, as before) when its Δ > 0; ``confirm`` when Δ > 0 again on a confirmation batch (the
+next ``batch`` tasks of the split after the disjoint one when ``disjoint`` is set, else after the batch; run into
+``round<r>/confirm/``); ``paired`` when the exact McNemar test on the batch's pairs gives p < ``selection_level``;
+``screen`` never. A round whose best Δ is 0 or less keeps none. Each round records the verdict
+(``rounds[*].selection``) and the summary which rule admitted the kept patch (``admitted_by``).
+Base and patched runs are run the same way: both in the sandbox (``isolation="sandbox"``),
+so isolation cannot skew Δ. Every batch is a ``jitlab.runner.run`` of the batch's slice (``offset``/``limit``),
+``concurrency`` episodes at once (the hf engine batches their backbone calls), with one model for the whole loop.
 ``disjoint`` (tasks ``offset+batch .. offset+2*batch``) and ``test`` (the first N test tasks of the family)
 re-measure base vs the kept patch; the base runs there even when no patch was kept (then Δ is 0: the kept
 harness is the base). ``summary.json`` lists each measured run directory under ``runs`` (batch, disjoint, test:
@@ -75,9 +80,16 @@ class EngineerConfig:
     quiet: bool = field(default=False, metadata={"help": "print nothing per candidate"})
     concurrency: int = field(default=6, metadata={"help": "episodes of a batch run at once; the hf engine batches "
                                                           "their calls", "min": 1, **WORKERS_MAX})
+    selection: str = field(default="greedy", metadata={"help": "rule that admits the best patch (jitlab/selection.py): "
+                                                               "greedy (Δ > 0 on the batch) | screen | confirm | paired",
+                                                       "choices": ("greedy", "screen", "confirm", "paired")})
+    selection_level: float = field(default=0.05, metadata={"help": "level of the paired rule's exact McNemar test",
+                                                           "min_exclusive": 0, "max": 0.5})
 
     def __post_init__(self):
         check_fields(self)
+        from jitlab.selection import check_rule
+        check_rule(self.selection, self.selection_level)
 
 
 def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
@@ -183,6 +195,21 @@ def _append(path: Path, record: dict) -> None:
         fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
 
 
+def _select(cfg: EngineerConfig, best: _Kept, current_run: dict, current_text: str, base_folder: Path, rdir: Path,
+            out: Path, backbones: BackbonePool):
+    """The selection rule's verdict on the round's best patch against the incumbent (jitlab/selection.py); the
+    ``confirm`` rule first runs both on the confirmation batch."""
+    from jitlab.selection import judge
+    confirm = None
+    if cfg.selection == "confirm" and best.delta > 0:
+        tasks = _tasks(cfg, cfg.split, cfg.offset + cfg.batch * (2 if cfg.disjoint else 1), cfg.batch)
+        incumbent = base_folder if not current_text else out / "patches" / current_run["harness_sha"][:16]
+        inc = run_batch(cfg, incumbent, tasks, rdir / "confirm" / "incumbent", backbones)
+        cand = run_batch(cfg, best.record["folder"], tasks, rdir / "confirm" / best.record["sha"][:12], backbones)
+        confirm = (inc["episodes"], cand["episodes"])
+    return judge(cfg.selection, current_run["episodes"], best.run["episodes"], confirm, cfg.selection_level)
+
+
 def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None) -> dict:
     """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``. ``backbones``:
     the pool its runs share, one loaded model per name (default: a new one; pass one to share it across loops)."""
@@ -244,15 +271,21 @@ def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None) -> 
             shown = f"Δ={record['delta']:+.2f}" if record.get("delta") is not None else \
                 f"invalid: {(record['validation'].get('diagnostic') or {}).get('kind', '')}"
             say(f"round {r} candidate {i} {proposal.name} {record['sha'][:12]}: {shown}")
-        kept = best is not None and best.delta > 0
+        verdict = None if best is None else _select(cfg, best, current_run, current_text, base_folder, rdir, out,
+                                                     backbones)
+        kept = verdict is not None and verdict.admitted and best.delta > 0
+        if verdict is not None:
+            say(f"round {r} selection ({cfg.selection}): {verdict.reason}")
         rounds.append({"round": r, "packet_sha": packet_sha, "candidates": len(proposals),
-                       "kept": best.record["sha"] if kept else None, "delta": best.delta if best else None})
+                       "kept": best.record["sha"] if kept else None, "delta": best.delta if best else None,
+                       "selection": verdict.as_dict() if verdict is not None else None})
         if kept:
             current_text, current_run = best.proposal.text, best.run
     summary = {"config": asdict(cfg), "base_sha": base_run["harness_sha"], "base_success": base_run["success_rate"],
                "kept_patch": current_text, "kept_sha": current_run["harness_sha"] if current_text else None,
                "success": current_run["success_rate"], "delta_batch": delta(base_run, current_run)["delta"],
-               "rounds": rounds, "runs": {"batch": {"base": base_run["run_dir"], "kept": current_run["run_dir"]}}}
+               "rounds": rounds, "runs": {"batch": {"base": base_run["run_dir"], "kept": current_run["run_dir"]}},
+               "admitted_by": cfg.selection if current_text else None}
     checks = []
     if cfg.disjoint:
         checks.append(("disjoint", _tasks(cfg, cfg.split, cfg.offset + cfg.batch, cfg.batch)))

@@ -65,6 +65,10 @@ class TableConfig:
     allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
     out: str = field(default="runs/engineer-table", metadata={"help": "output directory", "nonempty": True})
     quiet: bool = field(default=False, metadata={"help": "print nothing per loop"})
+    selection: str = field(default="greedy", metadata={"help": "rule that admits each loop's best patch "
+                                                               "(jitlab/selection.py; confirm uses the batch after "
+                                                               "the disjoint one)",
+                                                       "choices": ("greedy", "screen", "confirm", "paired")})
 
     def __post_init__(self):
         check_fields(self)
@@ -147,7 +151,8 @@ def run_table(cfg: TableConfig) -> list[dict]:
                 suite=cfg.suite, harness=harness, backbone=cfg.backbone, engineer=engineer, batch=cfg.batch,
                 offset=cfg.offset, k=cfg.k, rounds=1, disjoint=True, test=cfg.test, seed=cfg.seed,
                 max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, concurrency=cfg.concurrency, cache=cfg.cache,
-                allow_unisolated=cfg.allow_unisolated, out=str(loop_out), quiet=True), backbones)
+                allow_unisolated=cfg.allow_unisolated, out=str(loop_out), quiet=True, selection=cfg.selection),
+                backbones)
             s = summaries[engineer]
             say(f"{harness} + {engineer}: batch {s['base_success']:.2f} -> {s['success']:.2f}, kept "
                 f"{(s['kept_sha'] or 'none')[:12]} ({loop_out})")

@@ -114,6 +114,7 @@ class BabyAISuite:
     version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families = list(LEVELS)
     splits = ["dev", "test"]
+    reset_varies = True  # another reset seed: another layout and mission of the level (jitlab/repeats.py)
 
     def __init__(self, config: BabyAIConfig | None = None):
         self.config = config or BabyAIConfig()

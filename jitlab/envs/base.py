@@ -2,7 +2,8 @@
 
 A *suite* (textworld, babyai, dbbench, ...) lists tasks by split and family and builds an
 ``Env`` for one task. Suites register themselves by short name in ``SUITES`` (a dotted path
-to a zero-argument factory), so importing this module stays cheap.
+to a zero-argument factory), so importing this module stays cheap. A suite's ``reset_varies`` (bool) says
+whether another ``reset(seed)`` plays another episode of a task: what ``--repeat`` can vary (jitlab/repeats.py).
 """
 from __future__ import annotations
 

@@ -260,6 +260,7 @@ class TextWorldSuite:
     version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families: ClassVar[list[str]] = list(LEVELS)
     splits: ClassVar[list[str]] = ["dev", "test"]
+    reset_varies = False  # a game is deterministic: every reset seed plays the same episode (jitlab/repeats.py)
 
     def __init__(self, config: TextWorldConfig | None = None):
         from jitlab.paths import data_dir

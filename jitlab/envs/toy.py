@@ -23,6 +23,7 @@ class ToySuite:
     version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families = ["chain"]
     splits = ["dev", "test"]
+    reset_varies = False  # one fixed plan per task (jitlab/repeats.py)
 
     def tasks(self, split: str = "dev", family: str | None = None) -> list[TaskSpec]:
         check_choice("split", split, self.splits)

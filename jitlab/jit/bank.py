@@ -31,7 +31,10 @@ averaged per task; two harnesses are then compared on their shared tasks (jitlab
 Conservative update. ``update(sha, evals)`` records the evaluations, then the newcomer enters the
 frontier only if no frontier member *weakly* dominates it (at least as good on all three, shared tasks
 not empty): a newcomer that merely ties an incumbent stays out, so the incumbent wins ties. Frontier
-members the newcomer *strictly* dominates leave the frontier; they stay in the bank (archived). A
+members the newcomer *strictly* dominates leave the frontier; they stay in the bank (archived). Under
+``BankConfig.frontier_rule="paired"`` (jitlab/selection.py; default ``"dominance"``, the rule above) a member leaves
+only when the newcomer also beats it on success with an exact McNemar p below 0.05 over their shared (task, seed)
+evaluations; a member dominance alone would remove stays beside the newcomer (``kept_by_rule``). A
 harness already on the frontier that gets new evaluations leaves only when a member strictly dominates
 it. A harness without evaluations never enters. The frontier therefore depends on arrival order, like
 the stream it summarises; ``frontier_history()`` replays it step by step.
@@ -138,6 +141,9 @@ class BankConfig:
     w_task: float = field(default=0.7, metadata={"help": "retrieval weight of (similar evaluated task x reward)"})
     tau: float = field(default=0.1, metadata={"help": "softness of the similarity weighting over evaluated tasks"})
     busy_timeout_s: float = field(default=30.0, metadata={"help": "how long a writer waits for the database lock"})
+    frontier_rule: str = field(default="dominance", metadata={
+        "help": "when a newcomer removes a frontier member: 'dominance' (strict dominance on the shared tasks' means) "
+                "or 'paired' (also a paired exact McNemar win at p < 0.05; jitlab/selection.py)"})
 
 
 @dataclass
@@ -220,6 +226,8 @@ class Bank:
                  readonly: bool = False, exclusive: bool = False):
         self.path = Path(path)
         self.config = config or BankConfig()
+        if self.config.frontier_rule not in ("dominance", "paired"):
+            raise ConfigError(f"bank frontier_rule {self.config.frontier_rule!r}: use 'dominance' or 'paired'")
         if self.config.retrieval not in ("auto", "embedding", "bm25"):
             raise ConfigError(f"BankConfig.retrieval must be 'auto', 'embedding' or 'bm25', got {self.config.retrieval!r}")
         if self.config.cost_metric not in ("cost", "tokens"):
@@ -474,13 +482,28 @@ class Bank:
             stays = bool(mine) and not dominated_by
             entered = stays and sha not in frontier
             removed = [f for f in others if dominates(mine, metrics[f])] if stays else []
+            kept_by_rule = [f for f in removed if not self._removal_admitted(sha, f)]
+            removed = [f for f in removed if f not in kept_by_rule]
             after = [f for f in frontier if f not in removed and (f != sha or stays)] + ([sha] if entered else [])
             step += 1
             self.db.execute("INSERT INTO frontier_steps VALUES (?,?,?,?,?,?,?,?)",
                             (step, time.time(), sha, int(entered), new, json.dumps(dominated_by), json.dumps(removed),
                              json.dumps(after)))
         return {"entered_frontier": entered, "dominated_by": dominated_by, "removed": removed,
-                "on_frontier": stays, "step": step, "new_evals": new}
+                "on_frontier": stays, "step": step, "new_evals": new, "rule": self.config.frontier_rule,
+                "kept_by_rule": kept_by_rule}
+
+    def _removal_admitted(self, sha: str, member: str) -> bool:
+        """Whether ``sha`` may remove the dominated frontier ``member`` under ``config.frontier_rule``."""
+        if self.config.frontier_rule == "dominance":
+            return True
+        from jitlab.selection import judge
+
+        def successes(s):  # (task, seed) -> solved in most of its recorded runs
+            rows = self.db.execute("SELECT task_id, seed, AVG(success) FROM evaluations WHERE sha=? GROUP BY task_id, "
+                                   "seed", (s,)).fetchall()
+            return {(t, int(seed)): avg >= 0.5 for t, seed, avg in rows}
+        return judge(self.config.frontier_rule, successes(member), successes(sha)).admitted
 
     @_locked
     def _frontier_at(self, step: int | None) -> tuple[int, list[str]]:

@@ -39,6 +39,12 @@ steps, result), harness folders and repair records; this process alone writes ru
 repairs.jsonl and the bank, as each task comes back. A worker that dies fails its task only; a rerun solves
 it again. The spend caps are checked against the spend recorded when each task was sent.
 
+Repeats (``--repeat K``, jitlab/repeats.py): K independent JIT runs at seeds seed..seed+K-1, each in
+``out/seed<s>/`` with a bank of its own (a repeat never retrieves what another repeat made), refused like
+``jitlab run``'s when a seed varies nothing; ``out/summary.json`` holds each repeat's summary and the reliability
+(pass@1 over repeats, pass^k, per-task variance) under ``repeats``. A sampling backbone (temperature > 0) samples
+every call with the run's seed.
+
 Caveats: tasks run one at a time (streaming is sequential by definition) unless ``--concurrency`` > 1 or Ray.
 Every harness, seeds included, runs in the sandbox here. A Ray worker keeps its scratch folder (B0 copy) for
 the life of its process.
@@ -55,10 +61,21 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
-from jitlab.fields import CANDIDATES_MAX, REFERENCES_MAX, RETRIES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.fields import (
+    CANDIDATES_MAX,
+    REFERENCES_MAX,
+    REPEATS_MAX,
+    RETRIES_MAX,
+    ROUNDS_MAX,
+    SEED_MAX,
+    STEPS_MAX,
+    WORKERS_MAX,
+    check_fields,
+)
 from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.record import read_jit_record
 from jitlab.progress import Progress
+from jitlab.repeats import samples
 from jitlab.runtime import (
     EPISODE_MAX_TOKENS,
     EPISODE_MAX_WALL_S,
@@ -94,6 +111,9 @@ class JITConfig:
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (the stream)", "min": 1})
     seed: int = field(default=0, metadata={"help": "episode seed (env reset, cache key, generator randomness)",
                                            "min": 0, "max": SEED_MAX})
+    repeat: int = field(default=1, metadata={"help": "K independent runs at seeds seed..seed+K-1 in out/seed<s>/, each "
+                                                     "with its own bank (jitlab/repeats.py)", "min": 1, "metavar": "K",
+                                             **REPEATS_MAX})
     n_candidates: int | None = field(default=None, metadata={"help": "candidates per task (default 4 static, "
                                                                      "1 streaming)", "min": 1, **CANDIDATES_MAX})
     selector: str = field(default="validity", metadata={"help": "validity | logprob | judge (never benchmark scores)",
@@ -119,6 +139,10 @@ class JITConfig:
     max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     retrieval: str = field(default="auto", metadata={"help": "bank retrieval: auto | embedding | bm25",
                                                        "choices": ("auto", "embedding", "bm25")})
+    bank_rule: str = field(default="dominance", metadata={"help": "when a newcomer removes a frontier member: "
+                                                                   "dominance | paired (also an exact McNemar win; "
+                                                                   "jitlab/selection.py)",
+                                                           "choices": ("dominance", "paired")})
     bank_cost_metric: str = field(default="tokens", metadata={"help": "frontier cost axis: tokens | cost",
                                                                "choices": ("tokens", "cost")})
     allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run harnesses without bubblewrap when it is "
@@ -150,7 +174,11 @@ class JITConfig:
         return self.n_candidates or (4 if self.mode == "static" else 1)
 
     def fingerprinted(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
+        fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
+        for name, default in (("repeat", 1), ("bank_rule", "dominance")):  # run directories made before these
+            if fp[name] == default:                                           # fields existed must still resume
+                del fp[name]
+        return fp
 
     def check(self) -> None:
         from jitlab.jit.generate.select import SELECTORS
@@ -227,8 +255,9 @@ class _Meter:
     task's episode row exists (``attach``), then writes straight to the store."""
 
     def __init__(self, backbones: dict, cache, seed: int, gen_max_tokens: int, smoke_max_tokens: int,
-                 spend: RunSpend | None = None):
+                 spend: RunSpend | None = None, sample_seed: bool = False):
         self.backbones, self.cache, self.seed, self.spend = backbones, cache, seed, spend
+        self.sample_seed = sample_seed  # a sampling backbone: every call samples with the run's seed
         self.gen_max_tokens, self.smoke_max_tokens = gen_max_tokens, smoke_max_tokens
         self.handles: list[LLMHandle] = []
         self._buffer: list[dict] = []
@@ -240,7 +269,7 @@ class _Meter:
             budget = Budget(max_tokens=self.gen_max_tokens if phase in ("generate",) else
                             self.smoke_max_tokens + self.gen_max_tokens)
         h = LLMHandle(self.backbones[backbone], budget, self.cache, on_call=self._record, seed=self.seed, phase=phase,
-                      spend=self.spend)
+                      spend=self.spend, sample_seed=self.sample_seed)
         with self._lock:
             self.handles.append(h)
         return h
@@ -318,7 +347,8 @@ class _JIT:
                 set_aside(self.out / "bank.sqlite")
                 set_aside(self.out / "repairs.jsonl")
             self.bank = Bank.create(self.out / "bank.sqlite", seeds=True, exclusive=True,
-                                    config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric))
+                                    config=BankConfig(retrieval=cfg.retrieval, cost_metric=cfg.bank_cost_metric,
+                                                      frontier_rule=cfg.bank_rule))
             self.bank.adopt_run_dirs()   # a run moved since an older jitlab recorded its bank's absolute run dir
         except BaseException:
             self.store.close()
@@ -474,7 +504,7 @@ class _JIT:
                 return
             bank_before = len(self.bank)
             meter = _Meter(self.backbones, self.cache, cfg.seed, cfg.gen_max_tokens, self.repair_cfg.smoke_max_tokens,
-                           self.spend)
+                           self.spend, sample_seed=samples(cfg.backbone_options))
             refs = self._references(task)
             started = time.perf_counter()
             try:
@@ -725,7 +755,42 @@ def run_jit(cfg: JITConfig, spend: RunSpend | None = None) -> Path:
     """Run (or resume) a JIT run; returns the run directory (run.sqlite, summary.json, bank.sqlite, ...).
     ``spend``: a RunSpend shared with other runs (a grid's total cap) instead of the run's own caps; when a
     cap is reached no new task starts, a task in flight stops as ``spend_cap`` and SpendCapReached is raised."""
+    if cfg.repeat > 1:
+        return _run_repeats(cfg, spend)
     return _JIT(cfg, spend).run()
+
+
+def _run_repeats(cfg: JITConfig, spend: RunSpend | None) -> Path:
+    """``cfg.repeat`` independent runs at consecutive seeds (own run directory and bank each) and their
+    reliability in ``out/summary.json`` (see the module docstring)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from jitlab.repeats import check_repeat, repeat_seeds, repeat_summary
+    cfg.check()
+    varies = check_repeat(get_suite(cfg.suite), cfg.backbone_options, cfg.repeat)
+    out = Path(cfg.out) if cfg.out else default_out(cfg)
+    dirs = []
+    for seed in repeat_seeds(cfg.seed, cfg.repeat):
+        one = dataclasses.replace(cfg, seed=seed, repeat=1, out=str(out / f"seed{seed}"))
+        dirs.append(_JIT(one, spend).run())
+    frames = [load(d)["episodes"].assign(id=lambda e, i=i: e["id"] + i * 10 ** 9) for i, d in enumerate(dirs)]
+    done = pd.concat(frames, ignore_index=True)
+    done = done[done["final"]]
+    per_repeat = [json.loads((d / "summary.json").read_text()) for d in dirs]
+    summary = {k: per_repeat[0].get(k) for k in ("suite", "split", "backbone", "harness", "mode", "generator")}
+    summary.update({"n_episodes": int(len(done)), "success_rate": float(done["success"].mean()) if len(done) else 0.0,
+                    "mean_reward": float(done["reward"].mean()) if len(done) else 0.0,
+                    "n_tasks_unfinished": sum(s["n_tasks_unfinished"] for s in per_repeat),
+                    "runs": [str(d) for d in dirs], "varies": varies, "per_repeat": per_repeat})
+    repeats = repeat_summary(done.assign(extra=json.dumps({"varies": varies})))
+    if repeats is not None:
+        summary["repeats"] = repeats
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, default=str))
+    os.replace(tmp, out / "summary.json")
+    return out
 
 
 def summarize_jit(run_dir: str | Path) -> dict:

@@ -12,7 +12,9 @@ Named doubles (``scripted:<name>``):
     fail          raises InfraError on every call (provider-outage double)
     reply:<text>  always replies <text>  ('\\n' escapes allowed)
 A ``ScriptedBackbone(responder)`` takes any function ``messages -> str`` (or a list of replies,
-cycled) for tests that need a particular script.
+cycled) for tests that need a particular script. Option ``temperature`` > 0 doubles for sampling: the
+responder then also sees the call's ``seed`` (as a last ``{"role": "seed"}`` message), so pick-hash picks
+by conversation and seed, still deterministic (what ``--repeat`` tests need, jitlab/repeats.py).
 """
 from __future__ import annotations
 
@@ -72,11 +74,11 @@ def _count(text: str) -> int:
 class ScriptedBackbone:
     """A deterministic test double. ``responder`` is ``messages -> str`` or a list of replies."""
 
-    def __init__(self, responder, name: str = "custom", delay_s: float = 0.0):
+    def __init__(self, responder, name: str = "custom", delay_s: float = 0.0, temperature: float = 0.0):
         if isinstance(responder, (list, tuple)):
             replies = list(responder)
             responder = lambda messages: replies[sum(m.get("role") == "assistant" for m in messages) % len(replies)]
-        self.responder, self.delay_s = responder, delay_s
+        self.responder, self.delay_s, self.temperature = responder, delay_s, float(temperature)
         self.id = f"scripted:{name}"
         self.calls = 0
 
@@ -85,7 +87,8 @@ class ScriptedBackbone:
         self.calls += 1
         if self.delay_s:
             time.sleep(self.delay_s)
-        text = self.responder(messages)
+        seeded = [*messages, {"role": "seed", "content": str(params.get("seed"))}] if self.temperature > 0 else messages
+        text = self.responder(seeded)
         prompt = sum(_count(m.get("content", "")) for m in messages)
         completion = _count(text)
         return Completion(text=text, prompt_tokens=prompt, completion_tokens=completion,

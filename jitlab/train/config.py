@@ -280,6 +280,10 @@ class Stage3Config(TrainingCommon):
     smoke_steps: int = field(default=2, metadata={"help": "validation smoke steps", "min": 0, **STEPS_MAX})
     fallback_incumbent: str = field(default="react", metadata={
         "help": "seed that stands as incumbent for a family the bank has no evaluation of", "nonempty": True})
+    bank_admission: str = field(default="gate", metadata={
+        "help": "which gated-in candidates enter the bank (jitlab/selection.py): gate (the GRPO gate on its one task, "
+                "as before) | screen (none: the gate only shapes rewards) | confirm (the gate again on another task "
+                "of the family)", "choices": ["gate", "screen", "confirm"]})
     bank: str | None = field(default=None, metadata={"help": "bank to start from (copied into the run folder; "
                                                              "default: a fresh B0 of the seed harnesses)"})
     allow_unisolated: bool = field(default=False, metadata={"help": "run candidates without bubblewrap when it is "

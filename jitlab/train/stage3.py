@@ -18,9 +18,12 @@ and gating: jitlab.train.evo. The latency channel uses a deterministic proxy (ba
 task), never wall seconds.
 
 Bank (``out/bank.sqlite``, a fresh B0 or a copy of ``bank``): the incumbent's evaluation is recorded; a gated-in
-candidate (valid, keeps or beats the incumbent's reward) is added with the incumbent as parent and recorded, and the
-bank's own conservative rule decides whether it enters the frontier (a tie leaves the incumbent in place). That
-changes later incumbents: the evolutionary part.
+candidate (valid, keeps or beats the incumbent's reward) is admitted under ``bank_admission`` (``gate``, the default
+and the earlier behaviour: on that one task; ``screen``: never, the gate only shapes the rewards; ``confirm``: only
+when it passes the gate again against the incumbent on the next training task of the family, both run there), then
+added with the incumbent as parent and recorded, and the bank's own conservative rule decides whether it enters the
+frontier (a tie leaves the incumbent in place). Each completions.jsonl row records the verdict (``admission``).
+That changes later incumbents: the evolutionary part.
 
 Files: ``grpo/`` (checkpoints, ``runs/`` TensorBoard, log_history.jsonl with TRL's ``rewards/<channel>/mean``,
 ``frac_reward_zero_std``, ...; adapter/), ``adapter`` -> grpo/adapter, ``completions.jsonl`` (one row per candidate:
@@ -153,6 +156,25 @@ def prompt_rows(tasks, bank, k: int, fmt: str = "plan", code_references: int = 1
     return rows
 
 
+def admission(rule: str, evaluator, bank, tasks: list, task, sha: str, incumbent_sha: str) -> dict:
+    """Whether a gated-in candidate ``sha`` enters the bank under ``rule`` (see the module docstring): the verdict as
+    ``{rule, admitted, reason}``; ``confirm`` runs the candidate and the incumbent on the family's next task."""
+    if rule == "gate":
+        return {"rule": rule, "admitted": True, "reason": f"kept or beat the incumbent on {task.id}"}
+    if rule == "screen":
+        return {"rule": rule, "admitted": False, "reason": "a screen only rejects: the bank is not changed"}
+    same = [t for t in tasks if t.family == task.family and t.id != task.id]
+    if not same:
+        return {"rule": rule, "admitted": False, "reason": f"no other training task of family {task.family} to confirm on"}
+    other = next((t for t in same if t.id > task.id), same[0])
+    cand = evaluator.harness(evaluator.files[sha], other)
+    inc = evaluator.harness(bank.files(incumbent_sha), other)
+    ok = bool(cand.valid) and cand.reward >= inc.reward
+    return {"rule": rule, "admitted": ok, "confirm_task": other.id, "reward": cand.reward, "incumbent_reward": inc.reward,
+            "reason": f"on {other.id}: reward {cand.reward:.2f} vs the incumbent's {inc.reward:.2f}: "
+                      f"{'admitted' if ok else 'rejected'}"}
+
+
 def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
     """Run (or resume) Stage III into ``out``; returns the manifest (see the module docstring)."""
     from jitlab.envs.base import get_suite
@@ -172,7 +194,10 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
     base, below = policy_chain(cfg, "a Stage II or I run's adapter, e.g. runs/train/s2/adapter")
     hashes = {"policy": [file_sha256(Path(b) / "adapter_model.safetensors") for b in below],
               "bank": file_sha256(cfg.bank) if cfg.bank else None}
-    manifest = open_run(out, "stage3", fingerprint(cfg, hashes), {
+    fp = fingerprint(cfg, hashes)
+    if cfg.bank_admission == "gate":  # runs made before bank_admission existed must still resume
+        fp["config"].pop("bank_admission", None)
+    manifest = open_run(out, "stage3", fp, {
         "config": asdict(cfg), "base": base, "below": [str(b) for b in below], "tasks": [t.id for t in tasks],
         "latency_proxy": f"{cfg.latency_proxy} per task (deterministic; wall seconds are not rewarded)"})
     bank_path = out / "bank.sqlite"
@@ -211,6 +236,9 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
             task, sha = by_id[row["task_id"]], outcome["meta"].get("sha")
             record.update(task_id=task.id, sha=sha, incumbent_sha=incumbents.get(task.id), bank=None)
             if record["gate"] and sha:
+                record["admission"] = admission(cfg.bank_admission, evaluator, bank, tasks, task, sha,
+                                                incumbents[task.id])
+            if record.get("admission", {}).get("admitted"):
                 bank.add(evaluator.files[sha], generator=evaluator.generator, parents=[incumbents[task.id]])
                 result = bank.update(sha, [_evaluation(Evaluation, task, Outcome(**outcome), cfg.seed)])
                 record["bank"] = {k: result[k] for k in ("entered_frontier", "on_frontier", "step")}

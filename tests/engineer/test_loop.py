@@ -163,3 +163,22 @@ def test_the_loop_uses_the_backbone_pool_it_is_given(tmp_path):
 def test_an_unlimited_budget_caps_no_practical_token_count():
     from jitlab.runtime import Budget
     assert Budget.unlimited().max_tokens >= 10 ** 9 and Budget.unlimited().max_steps is None
+@requires_bwrap
+@pytest.mark.parametrize("rule", ["screen", "confirm"])
+def test_the_selection_rule_decides_the_kept_patch_and_is_recorded(tmp_path, rule):
+    out = tmp_path / rule
+    argv = ["engineer", "run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-first",
+            "--engineer", "rules", "--batch", "3", "-k", "2", "--rounds", "1", "--selection", rule, "--out", str(out),
+            "--quiet"]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    verdict = summary["rounds"][0]["selection"]
+    assert verdict["rule"] == rule and summary["config"]["selection"] == rule
+    if rule == "screen":  # a screen only rejects: the base stays whatever the batch Δ
+        assert not verdict["admitted"] and summary["kept_patch"] == "" and summary["admitted_by"] is None
+    else:  # the rule patch gains on the batch (pick-first repeats one command), so confirm measures tasks 3..5
+        assert summary["rounds"][0]["delta"] > 0
+        confirm = sorted(p.name for p in (out / "round0" / "confirm").iterdir())
+        assert "incumbent" in confirm and len(confirm) == 2
+        assert verdict["admitted"] == (verdict["confirm_delta"] > 0)
+        assert summary["admitted_by"] == ("confirm" if verdict["admitted"] else None)

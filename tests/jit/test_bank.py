@@ -332,3 +332,23 @@ def test_sigkill_during_updates_resumes_without_duplicates(tmp_path):
     subprocess.run([sys.executable, "-c", _WRITER, str(path), str(done + 3)], check=True, capture_output=True)
     assert len(bank) == done + 3 and len(bank.evaluations()) == done + 3
     assert len(bank.frontier_history()) == done + 3
+
+
+def test_the_paired_frontier_rule_removes_a_member_only_on_a_significant_paired_win(tmp_path):
+    with pytest.raises(ConfigError, match="frontier_rule 'best'"):
+        _bank(tmp_path / "x", frontier_rule="best")
+    bank = _bank(tmp_path, frontier_rule="paired")
+    a, e, f = (bank.add(_files(t), generator="test") for t in "aef")
+    tasks = [f"t{i}" for i in range(6)]
+    bank.update(a, [_ev(t, 0.0, cost=1.0) for t in tasks])
+    r = bank.update(e, [_ev(t, 1.0, cost=0.5) for t in tasks[:2]])   # dominates a on 2 shared tasks: p = 0.5
+    assert r["rule"] == "paired" and r["removed"] == [] and r["kept_by_rule"] == [a]
+    assert sorted(bank.frontier()) == sorted([a, e])
+    r = bank.update(f, [_ev(t, 1.0, cost=0.4) for t in tasks])       # 6 paired wins over a: p = 0.031
+    assert r["removed"] == [a] and a not in bank.frontier()
+    assert r["kept_by_rule"] == [e]                                   # cheaper than e, but no success gained on it
+    plain = _bank(tmp_path / "d")                                     # the default rule removes on dominance alone
+    a2, e2 = (plain.add(_files(t), generator="test") for t in "ae")
+    plain.update(a2, [_ev(t, 0.0, cost=1.0) for t in tasks])
+    r = plain.update(e2, [_ev(t, 1.0, cost=0.5) for t in tasks[:2]])
+    assert r["rule"] == "dominance" and r["removed"] == [a2] and plain.frontier() == [e2]

@@ -101,6 +101,7 @@ def test_08_inspect_a_run_smoke(tmp_path):
     html = "\n".join(_outputs(nb, "text/html"))
     assert "toy-dev-0" in html and ("go north" in html or "go east" in html)   # episodes, a trajectory
     assert "execute" in html                                                  # the backbone calls table
+    assert "admissible" in html and "decided_by_model_reply" in html          # the compliance shares by step
     svgs = _outputs(nb, "image/svg+xml")
     assert len(svgs) == 1 and "RoadmapPlanner" in svgs[0]                     # anatomy of the harness that ran
     assert _outputs(nb, "application/vnd.jupyter.widget-view+json")           # the run picker
