@@ -1,0 +1,209 @@
+"""SQL that is SQL: a reply format a 135M model can keep, checked by SQLite's parser, and a commit policy.
+
+Idea: asked for a tool call, a small model writes prose into ``execute_sql`` and never commits an answer
+(issue 29: every method scored 0 on DBBench with SmolLM2-135M). ``SqlAction`` (A) never asks for a format:
+
+1. the statement's first keyword (``SELECT``, ``UPDATE``, ``INSERT``, ``DELETE``) is chosen by likelihood
+   (one ``score`` pass, ``jitlab.modules.likelihood.choose``) and prefilled as the start of the assistant turn,
+   so the model continues a statement instead of starting an essay; generation stops at ``;``;
+2. the statement is checked before it is sent: ``check_sql`` runs SQLite's own parser (``EXPLAIN``) on an
+   empty in-memory copy of the schema the task text gives (table and column names), so syntax errors and
+   unknown columns are caught without spending a tool call; on an error the model samples again with the
+   error in view (``retries``), then ``repair`` tries templates (quote the column names, add the missing
+   ``FROM <table>``), and as a last resort a ``SELECT *`` peek is sent instead;
+3. the table's columns stay in view (the task text), and a first ``peek`` (``SELECT * ... LIMIT 3``) shows
+   the values' format;
+4. the commit policy answers from a successful query's result: the first non-empty result of a statement
+   the model wrote (a question), or ``done`` after a data-changing statement affected rows (INSERT/UPDATE);
+   ``commit_margin`` steps before the budget ends it commits the best result it has (or ``none``).
+
+Harness-R1 (arXiv 2608.02276) patches DBBench agents with the same kind of hooks (format checks before
+execution, forced answers near the budget); the keyword prefill is constrained decoding's cheapest form.
+
+Per step ``Decision.data`` has ``decided_by``: ``model_reply`` (a statement the model wrote; ``parsed``:
+whether SQLite's parser accepted it, ``repaired``: a template fixed it), ``mechanism`` (``mechanism``: peek,
+commit, fallback).
+
+Couplings: the task text names the table and its columns as ``Table `t` has columns: `a`, `b` ...`` (any
+quoting of the names works) and the tools are ``execute_sql(sql)`` / ``commit_answer(answer)``; results read
+``Columns: ...`` then one Python tuple per row, errors ``Error: ...``. Caveats: the parser check knows
+the schema as all-TEXT columns (types are not checked); committing the first non-empty result trusts the
+model's WHERE clause; a question whose answer is an empty result is committed as ``none`` only at the margin.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import sqlite3
+from dataclasses import dataclass, field
+
+from jitlab.modules.likelihood import choose
+from jitlab.modules.prompting import render
+from jitlab.protocol import Context, Ctx, Decision
+
+__all__ = ["KEYWORDS", "SqlAction", "answer_from", "check_sql", "repair", "schema_of", "statement"]
+
+KEYWORDS = ("SELECT", "UPDATE", "INSERT", "DELETE")
+_NAME = r"(?:`([^`]+)`|\"([^\"]+)\"|\[([^\]]+)\]|'([^']+)'|(\w+))"
+_TABLE = re.compile(r"table\s+" + _NAME + r"\s+(?:has|with)\s+columns?\s*:?\s*(.+?)(?:\s*\(\d+ rows?\)|\.\s|\.$|\n)",
+                    re.IGNORECASE)
+
+
+def _names(text: str) -> list[str]:
+    return [next(g for g in m.groups() if g is not None) for m in re.finditer(_NAME, text)]
+
+
+def schema_of(text: str) -> tuple[str, list[str]]:
+    """(table name, column names) from a task text that says ``Table <name> has columns: <a>, <b>``; ("", [])
+    when it says nothing of the kind."""
+    m = _TABLE.search(str(text))
+    if not m:
+        return "", []
+    table = next(g for g in m.groups()[:5] if g is not None)
+    return table, [n for n in (_names(part.strip()) for part in m.group(6).split(",")) for n in n[:1]]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def check_sql(sql: str, table: str, columns: list[str]) -> str:
+    """"" when SQLite parses ``sql`` against an empty table ``table(columns)`` (all TEXT), else the error."""
+    sql = str(sql).strip()
+    if not sql:
+        return "empty statement"
+    if not sqlite3.complete_statement(sql if sql.endswith(";") else sql + ";"):
+        return "incomplete statement (unbalanced quotes or parentheses)"
+    conn = sqlite3.connect(":memory:")
+    try:
+        if table:
+            conn.execute(f"CREATE TABLE {_quote(table)} ({', '.join(_quote(c) + ' TEXT' for c in columns) or 'x'})")
+        conn.execute("EXPLAIN " + sql.rstrip(";"))
+        return ""
+    except sqlite3.Error as exc:
+        return str(exc)
+    except Exception as exc:  # sqlite3 raises Warning for several statements at once
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+
+
+def statement(keyword: str, continuation: str) -> str:
+    """The statement the prefilled keyword and the model's continuation make: cut at the first ``;`` (or a
+    blank line / a code fence), whitespace collapsed, ending with ``;``."""
+    text = re.split(r";|\n\s*\n|```", f"{keyword} {continuation}", maxsplit=1)[0]
+    return " ".join(text.split()) + ";"
+
+
+def repair(sql: str, table: str, columns: list[str]) -> str:
+    """Template repairs of common small-model errors: column names with spaces or symbols quoted, a bare table
+    name quoted, a missing ``FROM <table>`` added to a SELECT; returns the first variant SQLite parses ("" if
+    none does)."""
+    fixed = sql
+    for name in sorted(columns + [table], key=len, reverse=True):
+        if name and not re.fullmatch(r"\w+", name):
+            fixed = re.sub(r"(?<![\"`\[\w])" + re.escape(name) + r"(?![\"`\]\w])", _quote(name), fixed)
+    variants = [fixed]
+    if re.match(r"\s*select\b", fixed, re.IGNORECASE) and not re.search(r"\bfrom\b", fixed, re.IGNORECASE):
+        head = re.split(r"\b(where|group|order|limit)\b", fixed.rstrip(";"), maxsplit=1, flags=re.IGNORECASE)
+        variants.append(f"{head[0].strip()} FROM {_quote(table)} " + "".join(head[1:]).strip() + ";")
+    return next((v for v in variants if not check_sql(v, table, columns)), "")
+
+
+def _rows(result: str) -> list[tuple]:
+    rows = []
+    for line in str(result).splitlines():
+        line = line.strip()
+        if line.startswith("("):
+            try:
+                value = ast.literal_eval(line)
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(value, tuple):
+                rows.append(value)
+    return rows
+
+
+def answer_from(result: str):
+    """A commit answer from a query result: one value as a string, several as a list of strings; None when the
+    result is an error, has no rows, or is not a query result."""
+    if not str(result).startswith("Columns:"):
+        return None
+    values = [("none" if v is None else str(v)) for row in _rows(result) for v in row]
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+_CHANGED = re.compile(r"^OK\.\s*(\d+) row", re.IGNORECASE)
+
+
+@dataclass
+class SqlAction:
+    """A: keyword-prefilled SQL checked by SQLite before it is sent, and an answer committed from results."""
+    max_new_tokens: int = field(default=64, metadata={"help": "tokens the model may write after the keyword",
+                                                      "min": 1})
+    retries: int = field(default=1, metadata={"help": "new samples (temperature 0.7, the parser's error in view) "
+                                                      "after a statement fails the parser check", "min": 0})
+    peek: bool = field(default=True, metadata={"help": "first step: SELECT * ... LIMIT 3 to show the values"})
+    commit_margin: int = field(default=1, metadata={"help": "commit the best result this many steps before the "
+                                                            "budget ends", "min": 0})
+
+    def reset(self, ctx: Ctx) -> None:
+        self.table, self.columns = schema_of(ctx.task.description)
+        self.best, self.pending, self.peeked = None, "", False
+
+    def _messages(self, context: Context, ctx: Ctx, error: str = "") -> list[dict]:
+        values = {"task": ctx.task.public(), "view": context.view.text, "directive": context.directive.text,
+                  "hints": context.hints + ([f"The last statement was rejected: {error}"] if error else []),
+                  "tools": context.capabilities, "step": context.step}
+        return [{"role": "system", "content": render(ctx.prompts["system"], **values)},
+                {"role": "user", "content": render(ctx.prompts["step"], **values)}]
+
+    def _observe(self, context: Context) -> str:
+        """Take in the last result (of the statement sent last step); returns what the commit policy says."""
+        text = context.observation.text if context.step > 0 else ""
+        sent, self.pending = self.pending, ""
+        if sent == "model":
+            answer = answer_from(text)
+            if answer is not None:
+                self.best = answer
+                return "answer"
+            changed = _CHANGED.match(text.strip())
+            if changed and int(changed.group(1)) > 0:
+                return "changed"
+        return ""
+
+    def act(self, context: Context, ctx: Ctx) -> Decision:
+        verdict = self._observe(context)
+        budget = ctx.task.max_steps or 0
+        if verdict or (budget and context.step >= budget - self.commit_margin):
+            answer = "done" if verdict == "changed" else self.best if self.best is not None else "none"
+            return Decision("commit_answer", {"answer": answer}, "", {"decided_by": "mechanism",
+                                                                      "mechanism": f"sql:commit:{verdict or 'margin'}"})
+        if self.peek and not self.peeked and self.table:
+            self.peeked = True
+            return Decision("execute_sql", {"sql": f"SELECT * FROM {_quote(self.table)} LIMIT 3;"}, "",
+                            {"decided_by": "mechanism", "mechanism": "sql:peek"})
+        messages = self._messages(context, ctx)
+        keyword = choose(ctx, messages, list(KEYWORDS), normalise="none").command
+        error, sql = "", ""
+        for attempt in range(self.retries + 1):
+            asked = self._messages(context, ctx, error) if error else messages
+            params = {"temperature": 0.7} if attempt else {}
+            reply = ctx.llm.chat(asked + [{"role": "assistant", "content": keyword}],
+                                 max_new_tokens=self.max_new_tokens, stop=[";"], **params).text
+            sql = statement(keyword, reply)
+            error = check_sql(sql, self.table, self.columns)
+            if not error:
+                self.pending = "model"
+                return Decision("execute_sql", {"sql": sql}, "", {"decided_by": "model_reply", "parsed": True,
+                                                                  "attempts": attempt + 1})
+        fixed = repair(sql, self.table, self.columns)
+        if fixed:
+            self.pending = "model"
+            return Decision("execute_sql", {"sql": fixed}, "", {"decided_by": "model_reply", "parsed": False,
+                                                                "repaired": True, "error": error})
+        return Decision("execute_sql", {"sql": f"SELECT * FROM {_quote(self.table or 'sqlite_master')} LIMIT 5;"},
+                        "", {"decided_by": "mechanism", "mechanism": "sql:fallback", "parsed": False,
+                             "error": error, "rejected": sql})
