@@ -35,8 +35,8 @@ import yaml
 from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import package_root
 
-__all__ = ["CASE_STUDIES", "MODULE_FILES", "SMALL_MODEL", "Harness", "case_study_names", "harness_sha", "load_harness", "read_files",
-           "regenerate_seeds", "resolve",
+__all__ = ["CASE_STUDIES", "MODULE_FILES", "SMALL_MODEL", "Harness", "case_study_names", "harness_sha", "load_harness",
+           "read_files", "regenerate_seeds", "resolve",
            "resolve_folder", "seed_names", "seed_sources_dir", "small_model_names"]
 
 # file -> (class it must define, methods that class must have)

@@ -14,8 +14,10 @@ header (``-= Kitchen =-``) or by ``You are in the X``; an observation without a 
 an ``examine`` text) keeps the previous state, so reading things does not make a room new again. With
 ``mode="text"`` (BabyAI-like egocentric views) the whole observation, whitespace-collapsed, is the state.
 
-An action *failed* when it earned no reward, left the state as it was, and the game refused it (``REFUSALS``)
-or nothing changed (the observation repeats the previous one word for word).
+A rewarded action wipes the state's record (progress, such as an ingredient cooked, changes what is possible
+there: ``prepare meal`` refused before may work now). An action *failed* when it earned no reward, left the
+state as it was, and the game refused it (``REFUSALS``) or nothing changed (the observation repeats the
+previous one word for word).
 
 Couplings: read-only on observations and the commands the harness sent; used by
 ``jitlab.modules.likelihood.LikelihoodAction`` (its ``explore`` field) and usable by any action or hook.
@@ -90,6 +92,8 @@ class StateBook:
         if failed:
             self.failed.setdefault(self.state, set()).add(command)
         self.outcomes.append((self.state, command, failed))
+        if reward > 0:  # progress changes what is possible here: everything may be tried again
+            self.tried[self.state], self.failed[self.state] = Counter(), set()
         self._last = flat
         if new != self.state:
             self.visits[new] += 1

@@ -4,19 +4,22 @@ Idea: the objects and verbs the goal names are the ones worth acting on. ``goal_
 for each of its object words that the goal text names (``take legume`` when the objective is to recover the
 legume; ``examine`` and ``look`` get none, they name nothing new), and, when the goal says to take nothing else,
 a penalty for taking anything it does not name. The goal text is the task's public description plus the
-objective sentences of the first observation (``Your objective is to recover the legume``). This is the
+opening text of the first observation (before its first place header: ``Your objective is to recover the
+legume``); a command with an object that the goal quotes (``'examine cookbook'``) gets the full bonus. This is the
 affordance / goal-relevance prior of text-game agents (e.g. CALM's and KG-A2C's object grounding; Life-Harness,
 arXiv 2605.22166, re-ranks candidates with such priors) in its plainest form: word overlap.
 
 ``Checklist`` is a recipe memory for multi-step goals: a text the agent *read* that lists what to gather and
 what to do (TextWorld cooking's cookbook: ``Ingredients:`` lines and ``Directions:`` lines) becomes items
 ("take red onion", "dice red onion", "fry red onion", "prepare meal"); an item is checked off when a command
-covering its words succeeded. Its prior favours the commands that do an unchecked item (the first one most),
-the ``take`` of a tool an unchecked item needs (``COOK_TOOLS``: a knife to slice, a stove to fry, ...), and
-penalises preparing an ingredient in a way the recipe does not ask (preparing it wrong loses the game).
+covering its words succeeded, or when an observation shows it done already ("a fried red onion"). Its prior
+favours the commands that do an unchecked item (the first one most), the ``take`` of a tool an unchecked item
+needs (``COOK_TOOLS``: a knife to slice, a stove to fry, ...), and penalises preparing an ingredient in a way
+the recipe does not ask (preparing it wrong loses the game) and dropping, putting away or eating an
+ingredient the recipe needs.
 
-``GroundedPlanner`` (P) extends ``jitlab.modules.navigation.MapPlanner``: its directive is the goal line, the
-checklist and the map; its prior (``Directive.data["prior"]``) is the sum of the three priors.
+``GroundedPlanner`` (P) extends ``jitlab.modules.navigation.MapPlanner``: its directive is the checklist and
+the map; its prior (``Directive.data["prior"]``) is the sum of the three priors.
 
 Couplings: reads the task's description, the observations and candidates in the view; the prior is consumed
 by ``jitlab.modules.likelihood.LikelihoodAction``. Caveats: word overlap, not meaning (``take red potato`` and
@@ -40,17 +43,26 @@ __all__ = ["COOK_TOOLS", "Checklist", "GroundedPlanner", "goal_prior", "goal_tex
 COOK_TOOLS = {"slice": ("slice", "knife"), "dice": ("dice", "knife"), "chop": ("chop", "knife"),
               "fry": ("cook", "stove"), "roast": ("cook", "oven"), "grill": ("cook", "bbq"),
               "bake": ("cook", "oven"), "boil": ("cook", "stove")}
+_DONE_FORM = {"slice": "sliced", "dice": "diced", "chop": "chopped", "fry": "fried", "roast": "roasted",
+              "grill": "grilled", "bake": "baked", "boil": "boiled"}
 _PREPARE_VERBS = {"slice", "dice", "chop", "cook"}
+_LETGO = {"drop", "put", "insert", "eat"}        # losing hold of an ingredient the recipe needs
 _NO_OBJECT = {"look", "inventory", "examine", "go", "wait"}
-_OBJECTIVE = re.compile(r"[^.!?\n]*\b(?:objective|task|goal|mission|recover|retrieve|find|pick up|take)\b[^.!?\n]*",
+_OBJECTIVE = re.compile(r"[^.!?\n]*\b(?:objective|task|goal|mission|recover|retrieve|find|pick up|take|lift|"
+                        r"get|grab|collect|bring|put|place)\b[^.!?\n]*",
                         re.IGNORECASE)
 _GENERIC = frozenset("task today objective goal room floor find take pick recover retrieve first pick up "
-                     "explore rooms object world game loses when taken nothing else welcome textworld".split())
+                     "explore rooms object world game loses when taken nothing else welcome textworld lift get "
+                     "grab collect north south east west go".split())
 
 
 def goal_text(description: str, first_observation: str) -> str:
-    """The goal as the agent was told it: the task description plus the first observation's objective sentences."""
-    return " ".join([str(description)] + _OBJECTIVE.findall(str(first_observation)))
+    """The goal as the agent was told it: the task description plus the first observation's opening text (what
+    comes before its first place header, ``-= Bar =-``; without a header, its objective sentences)."""
+    first = str(first_observation)
+    header = re.search(r"^\s*-=.+=-\s*$", first, re.MULTILINE)
+    opening = first[: header.start()] if header else " ".join(_OBJECTIVE.findall(first))
+    return " ".join([str(description), opening])
 
 
 def _objects(command: str) -> list[str]:
@@ -59,12 +71,19 @@ def _objects(command: str) -> list[str]:
 
 
 def goal_prior(goal: str, candidates: list[str], weight: float = 1.0, penalty: float = 1.0) -> dict:
-    """{command: bonus}: ``weight`` times the share of a command's object words the goal names; when the goal
-    says to take nothing else, ``-penalty`` for a ``take`` whose object the goal does not name."""
+    """{command: bonus}: ``weight`` for a command with an object the goal quotes word for word (``'examine
+    cookbook'``; not ``look`` or ``go east``, which tool descriptions quote as examples), else
+    ``weight`` times the share of a command's object words the goal names; when the goal says to take nothing
+    else, ``-penalty`` for a ``take`` whose object the goal does not name."""
     named = set(tokens(goal)) - _GENERIC
+    said = " " + " ".join(str(goal).lower().replace("'", " ").replace('"', " ").split()) + " "
     exclusive = bool(re.search(r"nothing else|only (?:that|the)", str(goal), re.IGNORECASE))
     prior = {}
     for c in candidates:
+        words = c.lower().split()
+        if len(words) > 1 and words[0] != "go" and f" {' '.join(words)} " in said:
+            prior[c] = weight
+            continue
         objects = _objects(c)
         if not objects:
             continue
@@ -89,7 +108,7 @@ def parse_recipe(text: str) -> list[str]:
 
 def _does(command: str, item: str) -> bool:
     """Does ``command`` do ``item``? Its verb (or the verb the game uses for it) and all the item's object words."""
-    words, verb, *objects = item.split()
+    verb, *objects = item.split()
     game_verb = COOK_TOOLS.get(verb, (verb, ""))[0]
     said = tokens(command)
     tool = COOK_TOOLS.get(verb, ("", ""))[1]
@@ -104,11 +123,22 @@ class Checklist:
     def __post_init__(self):
         self.items: list[str] = []
         self.done: set[str] = set()
+        self.seen: list[str] = []       # observations read (a recipe read late still sees the first room)
+        self._checked = False
 
     def read(self, text: str) -> None:
-        """An observation; a recipe in it (the first one read) becomes the checklist."""
+        """An observation; a recipe in it (the first one read) becomes the checklist; an ingredient the text
+        shows already prepared (``a fried red apple``) checks that item off (doing it again would spoil it)."""
+        self.seen.append(" ".join(str(text).lower().split()))
         if not self.items:
             self.items = parse_recipe(text)
+        texts = self.seen if self.items and not self._checked else self.seen[-1:]
+        self._checked = bool(self.items)
+        for item in self.todo():
+            verb, *objects = item.split()
+            done = rf"\b{_DONE_FORM.get(verb, '-')}(?: \w+)? {re.escape(' '.join(objects))}\b"
+            if verb in _DONE_FORM and any(re.search(done, flat) for flat in texts):
+                self.done.add(item)
 
     def did(self, command: str, succeeded: bool) -> None:
         if succeeded:
@@ -134,17 +164,21 @@ class Checklist:
                 prior[c] = weight * (1.5 if hits[0] == 0 else 1.0)
             elif said and said[0] == "take" and needed_tools & set(said[1:2]):
                 prior[c] = weight * 0.75
-            elif said and said[0] in _PREPARE_VERBS:
+            elif said and (said[0] in _PREPARE_VERBS or said[0] in _LETGO and self._ingredient(said)):
                 prior[c] = -weight
         return prior
+
+    def _ingredient(self, said: list[str]) -> bool:
+        """Does a command name one of the recipe's ingredients?"""
+        return any(set(item.split()[1:]) <= set(said) for item in self.items if item.startswith("take "))
 
 
 @dataclass
 class GroundedPlanner(MapPlanner):
     """P: goal line + recipe checklist + map as the directive; goal, checklist and map priors summed."""
-    goal_weight: float = field(default=1.0, metadata={"help": "bonus for a command whose objects the goal names",
+    goal_weight: float = field(default=2.0, metadata={"help": "bonus for a command whose objects the goal names",
                                                       "min": 0.0})
-    take_penalty: float = field(default=1.0, metadata={"help": "penalty for taking what the goal does not name "
+    take_penalty: float = field(default=3.0, metadata={"help": "penalty for taking what the goal does not name "
                                                                "when it says to take nothing else", "min": 0.0})
     recipe_weight: float = field(default=2.0, metadata={"help": "bonus for a command that does an unchecked "
                                                                 "recipe item (0: no checklist)", "min": 0.0})

@@ -38,13 +38,16 @@ _EXIT_CONTEXT = re.compile(r"exit|door|doorway|passage|path|leading|lead|going|g
 
 
 def exits_in(text: str, candidates: list[str] = ()) -> list[str]:
-    """Directions an observation offers: ``go X`` among the candidates, plus compass words in sentences that
-    talk about exits or doors (in the order first mentioned)."""
+    """Directions an observation offers: ``go X`` among the candidates when there are any (the game's own word),
+    else compass words in sentences that talk about exits or doors (in the order first mentioned; an intro that
+    gives directions reads as exits, which is why the candidates win)."""
     found: dict[str, None] = {}
     for c in candidates:
         m = _GO.match(str(c))
         if m:
             found.setdefault(m.group(1).lower())
+    if found:
+        return list(found)
     for sentence in re.split(r"(?<=[.!?])\s+", str(text)):
         if _EXIT_CONTEXT.search(sentence):
             for m in _EXIT_WORD.finditer(sentence):

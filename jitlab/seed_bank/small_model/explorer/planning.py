@@ -54,13 +54,16 @@ _EXIT_WORD = re.compile(r"\b(" + "|".join(DIRECTIONS) + r")(?:ward)?\b", re.IGNO
 
 # library: jitlab.modules.navigation.exits_in
 def exits_in(text: str, candidates: list[str] = ()) -> list[str]:
-    """Directions an observation offers: ``go X`` among the candidates, plus compass words in sentences that
-    talk about exits or doors (in the order first mentioned)."""
+    """Directions an observation offers: ``go X`` among the candidates when there are any (the game's own word),
+    else compass words in sentences that talk about exits or doors (in the order first mentioned; an intro that
+    gives directions reads as exits, which is why the candidates win)."""
     found: dict[str, None] = {}
     for c in candidates:
         m = _GO.match(str(c))
         if m:
             found.setdefault(m.group(1).lower())
+    if found:
+        return list(found)
     for sentence in re.split(r"(?<=[.!?])\s+", str(text)):
         if _EXIT_CONTEXT.search(sentence):
             for m in _EXIT_WORD.finditer(sentence):
@@ -188,6 +191,11 @@ def parse_recipe(text: str) -> list[str]:
     return items + [clean(line) for line in m.group(2).splitlines() if clean(line)]
 
 
+# library: jitlab.modules.grounding._DONE_FORM
+_DONE_FORM = {"slice": "sliced", "dice": "diced", "chop": "chopped", "fry": "fried", "roast": "roasted",
+              "grill": "grilled", "bake": "baked", "boil": "boiled"}
+
+
 # library: jitlab.modules.grounding.COOK_TOOLS
 # preparation verb -> (the command verb the game uses, the tool or appliance it needs)
 COOK_TOOLS = {"slice": ("slice", "knife"), "dice": ("dice", "knife"), "chop": ("chop", "knife"),
@@ -198,7 +206,7 @@ COOK_TOOLS = {"slice": ("slice", "knife"), "dice": ("dice", "knife"), "chop": ("
 # library: jitlab.modules.grounding._does
 def _does(command: str, item: str) -> bool:
     """Does ``command`` do ``item``? Its verb (or the verb the game uses for it) and all the item's object words."""
-    words, verb, *objects = item.split()
+    verb, *objects = item.split()
     game_verb = COOK_TOOLS.get(verb, (verb, ""))[0]
     said = tokens(command)
     tool = COOK_TOOLS.get(verb, ("", ""))[1]
@@ -210,6 +218,10 @@ def _does(command: str, item: str) -> bool:
 _PREPARE_VERBS = {"slice", "dice", "chop", "cook"}
 
 
+# library: jitlab.modules.grounding._LETGO
+_LETGO = {"drop", "put", "insert", "eat"}        # losing hold of an ingredient the recipe needs
+
+
 # library: jitlab.modules.grounding.Checklist
 @dataclass
 class Checklist:
@@ -218,11 +230,22 @@ class Checklist:
     def __post_init__(self):
         self.items: list[str] = []
         self.done: set[str] = set()
+        self.seen: list[str] = []       # observations read (a recipe read late still sees the first room)
+        self._checked = False
 
     def read(self, text: str) -> None:
-        """An observation; a recipe in it (the first one read) becomes the checklist."""
+        """An observation; a recipe in it (the first one read) becomes the checklist; an ingredient the text
+        shows already prepared (``a fried red apple``) checks that item off (doing it again would spoil it)."""
+        self.seen.append(" ".join(str(text).lower().split()))
         if not self.items:
             self.items = parse_recipe(text)
+        texts = self.seen if self.items and not self._checked else self.seen[-1:]
+        self._checked = bool(self.items)
+        for item in self.todo():
+            verb, *objects = item.split()
+            done = rf"\b{_DONE_FORM.get(verb, '-')}(?: \w+)? {re.escape(' '.join(objects))}\b"
+            if verb in _DONE_FORM and any(re.search(done, flat) for flat in texts):
+                self.done.add(item)
 
     def did(self, command: str, succeeded: bool) -> None:
         if succeeded:
@@ -248,14 +271,19 @@ class Checklist:
                 prior[c] = weight * (1.5 if hits[0] == 0 else 1.0)
             elif said and said[0] == "take" and needed_tools & set(said[1:2]):
                 prior[c] = weight * 0.75
-            elif said and said[0] in _PREPARE_VERBS:
+            elif said and (said[0] in _PREPARE_VERBS or said[0] in _LETGO and self._ingredient(said)):
                 prior[c] = -weight
         return prior
+
+    def _ingredient(self, said: list[str]) -> bool:
+        """Does a command name one of the recipe's ingredients?"""
+        return any(set(item.split()[1:]) <= set(said) for item in self.items if item.startswith("take "))
 
 
 # library: jitlab.modules.grounding._GENERIC
 _GENERIC = frozenset("task today objective goal room floor find take pick recover retrieve first pick up "
-                     "explore rooms object world game loses when taken nothing else welcome textworld".split())
+                     "explore rooms object world game loses when taken nothing else welcome textworld lift get "
+                     "grab collect north south east west go".split())
 
 
 # library: jitlab.modules.grounding._NO_OBJECT
@@ -270,12 +298,19 @@ def _objects(command: str) -> list[str]:
 
 # library: jitlab.modules.grounding.goal_prior
 def goal_prior(goal: str, candidates: list[str], weight: float = 1.0, penalty: float = 1.0) -> dict:
-    """{command: bonus}: ``weight`` times the share of a command's object words the goal names; when the goal
-    says to take nothing else, ``-penalty`` for a ``take`` whose object the goal does not name."""
+    """{command: bonus}: ``weight`` for a command with an object the goal quotes word for word (``'examine
+    cookbook'``; not ``look`` or ``go east``, which tool descriptions quote as examples), else
+    ``weight`` times the share of a command's object words the goal names; when the goal says to take nothing
+    else, ``-penalty`` for a ``take`` whose object the goal does not name."""
     named = set(tokens(goal)) - _GENERIC
+    said = " " + " ".join(str(goal).lower().replace("'", " ").replace('"', " ").split()) + " "
     exclusive = bool(re.search(r"nothing else|only (?:that|the)", str(goal), re.IGNORECASE))
     prior = {}
     for c in candidates:
+        words = c.lower().split()
+        if len(words) > 1 and words[0] != "go" and f" {' '.join(words)} " in said:
+            prior[c] = weight
+            continue
         objects = _objects(c)
         if not objects:
             continue
@@ -288,23 +323,28 @@ def goal_prior(goal: str, candidates: list[str], weight: float = 1.0, penalty: f
 
 
 # library: jitlab.modules.grounding._OBJECTIVE
-_OBJECTIVE = re.compile(r"[^.!?\n]*\b(?:objective|task|goal|mission|recover|retrieve|find|pick up|take)\b[^.!?\n]*",
+_OBJECTIVE = re.compile(r"[^.!?\n]*\b(?:objective|task|goal|mission|recover|retrieve|find|pick up|take|lift|"
+                        r"get|grab|collect|bring|put|place)\b[^.!?\n]*",
                         re.IGNORECASE)
 
 
 # library: jitlab.modules.grounding.goal_text
 def goal_text(description: str, first_observation: str) -> str:
-    """The goal as the agent was told it: the task description plus the first observation's objective sentences."""
-    return " ".join([str(description)] + _OBJECTIVE.findall(str(first_observation)))
+    """The goal as the agent was told it: the task description plus the first observation's opening text (what
+    comes before its first place header, ``-= Bar =-``; without a header, its objective sentences)."""
+    first = str(first_observation)
+    header = re.search(r"^\s*-=.+=-\s*$", first, re.MULTILINE)
+    opening = first[: header.start()] if header else " ".join(_OBJECTIVE.findall(first))
+    return " ".join([str(description), opening])
 
 
 # library: jitlab.modules.grounding.GroundedPlanner
 @dataclass
 class GroundedPlanner(MapPlanner):
     """P: goal line + recipe checklist + map as the directive; goal, checklist and map priors summed."""
-    goal_weight: float = field(default=1.0, metadata={"help": "bonus for a command whose objects the goal names",
+    goal_weight: float = field(default=2.0, metadata={"help": "bonus for a command whose objects the goal names",
                                                       "min": 0.0})
-    take_penalty: float = field(default=1.0, metadata={"help": "penalty for taking what the goal does not name "
+    take_penalty: float = field(default=3.0, metadata={"help": "penalty for taking what the goal does not name "
                                                                "when it says to take nothing else", "min": 0.0})
     recipe_weight: float = field(default=2.0, metadata={"help": "bonus for a command that does an unchecked "
                                                                 "recipe item (0: no checklist)", "min": 0.0})

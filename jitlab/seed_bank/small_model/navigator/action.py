@@ -79,6 +79,8 @@ class StateBook:
         if failed:
             self.failed.setdefault(self.state, set()).add(command)
         self.outcomes.append((self.state, command, failed))
+        if reward > 0:  # progress changes what is possible here: everything may be tried again
+            self.tried[self.state], self.failed[self.state] = Counter(), set()
         self._last = flat
         if new != self.state:
             self.visits[new] += 1
@@ -212,6 +214,8 @@ class LikelihoodAction:
                                                   "choices": ("place", "text")})
     demote: tuple = field(default=("examine", "look", "inventory"), metadata={
         "help": "verbs offered only when no other command is left (information-only commands)"})
+    info_last: bool = field(default=True, metadata={"help": "when only demoted commands are untried here, try "
+                                                            "them (True) or the least-tried other commands (False)"})
     max_candidates: int = field(default=40, metadata={"help": "admissible commands scored per step", "min": 1})
     thought_tokens: int = field(default=24, metadata={"help": "tokens of the model's own thought", "min": 1})
 
@@ -231,13 +235,20 @@ class LikelihoodAction:
         return [{"role": "system", "content": render(ctx.prompts["system"], **values)},
                 {"role": "user", "content": render(ctx.prompts["step"], **values)}]
 
-    def options(self, candidates: list[str]) -> tuple[list[str], str]:
-        """(the commands to choose among, why): the bookkeeping's narrowing, demoted verbs last."""
+    def _demoted(self, command: str, prior: dict) -> bool:
+        words = command.split()
+        return bool(words) and words[0].lower() in self.demote and prior.get(command, 0.0) <= 0
+
+    def options(self, candidates: list[str], prior: dict | None = None) -> tuple[list[str], str]:
+        """(the commands to choose among, why): the bookkeeping's narrowing, with ``demote`` verbs (unless the
+        prior favours them) offered only when no other command is untried; then, with ``info_last`` off, the
+        least-tried other commands come before them."""
+        prior = prior or {}
         options, why = self.book.options(candidates) if self.explore else (list(candidates), "all")
-        active = [c for c in options if not c.split() or c.split()[0].lower() not in self.demote]
-        if not active and why == "untried":  # only information commands untried here: any untried active one?
-            active = [c for c in self.book.escape(candidates)
-                      if c.split() and c.split()[0].lower() not in self.demote]
+        active = [c for c in options if not self._demoted(c, prior)]
+        if not active and why == "untried" and not self.info_last:
+            active = self.book.escape([c for c in candidates if not self._demoted(c, prior)]) \
+                if any(not self._demoted(c, prior) for c in candidates) else []
             why = "escape" if active else why
         return (active or options)[: self.max_candidates], why
 
@@ -246,14 +257,15 @@ class LikelihoodAction:
         candidates = list(context.observation.candidates)
         if not candidates:
             return Decision(tool, {arg: "look"}, "", {"decided_by": "mechanism", "mechanism": "no_candidates"})
-        options, why = self.options(candidates)
+        prior = context.directive.data.get("prior") or {}
+        options, why = self.options(candidates, prior)
         messages, prefix, thought = self.messages(context, ctx), "", ""
         if self.thought == "own":
             reply = ctx.llm.chat(messages + [{"role": "assistant", "content": "Thought:"}],
                                  max_new_tokens=self.thought_tokens, stop=["\n"]).text
             thought = " ".join(reply.split())
             prefix = f"Thought: {thought}\nAction:"
-        choice = choose(ctx, messages, options, context.directive.data.get("prior"), self.normalise, prefix)
+        choice = choose(ctx, messages, options, prior, self.normalise, prefix)
         by_model = choice.method in ("score", "chat")
         data = {"decided_by": "model_choice" if by_model else "mechanism",
                 "choice": {**choice.record(options), "why": why}}
