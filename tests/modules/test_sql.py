@@ -1,0 +1,98 @@
+"""Checked SQL and the commit policy (jitlab/modules/sql.py) on recorded DBBench tasks and results."""
+import yaml
+from small_model_data import OBS, DoubleLLM
+
+from jitlab.envs.base import TaskSpec
+from jitlab.harness import seed_bank_dir
+from jitlab.modules.sql import SqlAction, answer_from, check_sql, repair, schema_of, statement
+from jitlab.protocol import Capability, Context, Ctx, Directive, Observation, View
+
+TASK = OBS["dbbench-dev-001"]
+INSERT = OBS["dbbench-dev-020"]
+PROMPTS = yaml.safe_load((seed_bank_dir() / "small_model" / "sql" / "prompt.yaml").read_text())
+TOOLS = [Capability("execute_sql", "Run one SQL statement.", {"type": "object", "properties": {"sql": {"type": "string"}}}),
+         Capability("commit_answer", "Commit.", {"type": "object", "properties": {"answer": {"type": "string"}}})]
+
+
+def _spec(entry):
+    return TaskSpec(id="t", suite="dbbench", family="other", split="dev", description=entry["description"],
+                    tools=TOOLS, max_steps=entry["max_steps"])
+
+
+def test_the_schema_comes_from_the_task_text():
+    table, columns = schema_of(TASK["description"])
+    assert table == "race_results" and columns == ["Class", "No", "Team", "Drivers", "Chassis", "Engine", "Laps"]
+    table, columns = schema_of(INSERT["description"])
+    assert " " in table and columns
+
+
+def test_sqlites_parser_checks_a_statement_against_the_schema_before_it_is_sent():
+    table, columns = schema_of(TASK["description"])
+    assert check_sql('SELECT "Drivers" FROM race_results WHERE Laps = \'6\';', table, columns) == ""
+    assert "no such column" in check_sql("SELECT Nickname FROM race_results;", table, columns)
+    assert "syntax error" in check_sql("SELEC nonsense;", table, columns)
+    assert check_sql("The answer is Jimmy.", table, columns)
+    assert "incomplete" in check_sql("SELECT 'open FROM race_results", table, columns)
+
+
+def test_the_reply_is_cut_at_the_semicolon_and_repairs_are_templates():
+    assert statement("SELECT", ' "Drivers" FROM race_results;\nThis query finds') == 'SELECT "Drivers" FROM race_results;'
+    table, columns = schema_of(INSERT["description"])
+    spaced = next(c for c in columns if " " in c)
+    broken = f"SELECT {spaced} FROM \"{table}\";"
+    assert check_sql(broken, table, columns) and repair(broken, table, columns) == f'SELECT "{spaced}" FROM "{table}";'
+    assert repair("SELECT Laps WHERE Laps = '6';", "race_results", ["Laps"]) == \
+        'SELECT Laps FROM "race_results" WHERE Laps = \'6\';'
+    assert repair("The answer is 6.", "race_results", ["Laps"]) == ""
+
+
+def test_answers_come_from_recorded_results():
+    results = TASK["results"]
+    assert answer_from(next(v for k, v in results.items() if "LIKE" in k)) == 'Checco D\'Angelo\\n "Jimmy"'
+    assert isinstance(answer_from(next(v for k, v in results.items() if "LIMIT 3" in k)), list)
+    assert answer_from(next(v for k, v in results.items() if "COUNT" in k)) == "0"
+    assert answer_from(results["SELEC nonsense;"]) is None and answer_from(INSERT["results"]["insert"]) is None
+
+
+def _context(step, text, entry=TASK):
+    return Context(task=_spec(entry), view=View(text), directive=Directive(), capabilities=TOOLS,
+                   observation=Observation(text), step=step)
+
+
+def test_an_episode_peeks_writes_checked_sql_and_commits_from_its_result():
+    replies = iter([' "Drivers" FROM race_results WHERE Drivers LIKE \'%Jimmy%\'', ""])
+    llm = DoubleLLM(lambda c: 0.0 if c == "SELECT" else -5.0, reply=lambda messages: next(replies))
+    action, ctx = SqlAction(), Ctx(llm=llm, task=_spec(TASK), prompts=PROMPTS)
+    action.reset(ctx)
+    peek = action.act(_context(0, TASK["first"]), ctx)
+    assert peek.tool == "execute_sql" and "LIMIT 3" in peek.args["sql"] and peek.data["decided_by"] == "mechanism"
+    query = action.act(_context(1, TASK["results"]['SELECT * FROM "race_results" LIMIT 3;']), ctx)
+    assert query.args["sql"].startswith('SELECT "Drivers"') and query.data == {"decided_by": "model_reply",
+                                                                                "parsed": True, "attempts": 1}
+    messages, params = llm.chat_calls[0]
+    assert messages[-1] == {"role": "assistant", "content": "SELECT"} and params["stop"] == [";"]
+    result = next(v for k, v in TASK["results"].items() if "LIKE" in k)
+    commit = action.act(_context(2, result), ctx)
+    assert commit.tool == "commit_answer" and commit.args["answer"] == answer_from(result)
+    assert commit.data["mechanism"] == "sql:commit:answer"
+
+
+def test_a_rejected_statement_is_resampled_then_falls_back_and_the_margin_commits():
+    llm = DoubleLLM(lambda c: 0.0 if c == "SELECT" else -5.0, reply=" nickname please")
+    action, ctx = SqlAction(peek=False, retries=1), Ctx(llm=llm, task=_spec(TASK), prompts=PROMPTS)
+    action.reset(ctx)
+    sent = action.act(_context(1, TASK["first"]), ctx)
+    assert len(llm.chat_calls) == 2 and llm.chat_calls[1][1]["temperature"] == 0.7
+    assert "rejected" in llm.chat_calls[1][0][-2]["content"]
+    assert sent.data["mechanism"] == "sql:fallback" and sent.data["parsed"] is False
+    last = action.act(_context(TASK["max_steps"] - 1, "Error: no such column"), ctx)
+    assert last.tool == "commit_answer" and last.args["answer"] == "none"
+
+
+def test_a_data_change_that_affected_rows_commits_done():
+    llm = DoubleLLM(lambda c: 0.0 if c == "INSERT" else -5.0, reply=' INTO "x" VALUES (1)')
+    action, ctx = SqlAction(peek=False), Ctx(llm=llm, task=_spec(INSERT), prompts=PROMPTS)
+    action.reset(ctx)
+    action.pending = "model"
+    done = action.act(_context(2, INSERT["results"]["insert"], INSERT), ctx)
+    assert (done.tool, done.args["answer"]) == ("commit_answer", "done")
