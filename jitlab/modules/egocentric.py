@@ -19,8 +19,8 @@ Couplings: the observation layout ``Mission: ...`` / ``You see: <obj> <n> steps 
 left; ...`` / ``Directly in front of you: ...`` / ``Free cells straight ahead: n`` / ``You are carrying: ...``
 (jitlab's BabyAI text, as agents see it). Caveats: no memory of objects out of view (the scan rediscovers
 them); sequenced missions ("go to X, then go to Y") follow their first named target not yet reached only
-because the view changes (no sub-mission tracking); locked doors need the key first, which the directive
-does not plan (the model may).
+because the view changes (no sub-mission tracking); a locked door once seen makes its colour's key the
+target until a key is carried (the planner remembers that, not where the key was: it scans for it).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from jitlab.protocol import Ctx, Directive, View
 
-__all__ = ["EgocentricPlanner", "directive", "mission_target", "parse_view"]
+__all__ = ["EgocentricPlanner", "directive", "locked_key", "mission_target", "parse_view"]
 
 _COLOURS = "red|green|blue|purple|yellow|grey"
 _TYPES = "ball|box|key|door"
@@ -83,11 +83,24 @@ def _matches(description: str, colour: str, kind: str) -> bool:
     return kind in description.split() and (not colour or colour in description.split())
 
 
-def directive(view: dict, turns: int = 0) -> tuple[str, str]:
-    """(the command to do next, why) for a parsed view; ``turns``: turns in place since the last step forward."""
+def locked_key(view: dict) -> str | None:
+    """The colour of the key the mission needs first ("" any colour) when it is to open a door that the view
+    shows locked and no key is carried; None otherwise."""
+    colour, kind, verb = mission_target(view["mission"], view["carrying"])
+    locked = [d for d, _, _ in view["objects"] if _matches(d, colour, kind) and d.startswith("locked")]
+    if verb != "toggle" or not locked or "key" in view["carrying"]:
+        return None
+    return next((c for c in locked[0].split() if c in _COLOURS.split("|")), "")
+
+
+def directive(view: dict, turns: int = 0, key: str | None = None) -> tuple[str, str]:
+    """(the command to do next, why) for a parsed view; ``turns``: turns in place since the last step forward;
+    ``key``: the colour of a key to fetch first (a locked door seen, see ``locked_key``), None for none."""
     colour, kind, verb = mission_target(view["mission"], view["carrying"])
     if not kind:
         return "go forward" if view["free"] else "turn left", "no target named: explore"
+    if key is not None and "key" not in view["carrying"]:
+        colour, kind, verb = key, "key", "pick up"
     name = f"the {colour + ' ' if colour else ''}{kind}"
     visible = [(abs(a) + abs(s), a, s) for d, a, s in view["objects"] if _matches(d, colour, kind)]
     if not visible:
@@ -120,7 +133,7 @@ class EgocentricPlanner:
                                                         "directive is text only)", "min": 0.0})
 
     def reset(self, ctx: Ctx) -> None:
-        self.turns, self._seen = 0, 0
+        self.turns, self._seen, self.key = 0, 0, None
 
     def plan(self, view: View, ctx: Ctx) -> Directive:
         last = next((e for e in reversed(view.events) if e.kind in ("observation", "tool_result")), None)
@@ -130,6 +143,9 @@ class EgocentricPlanner:
         self._seen = len(view.events)
         if last is None:
             return Directive("")
-        command, why = directive(parse_view(last.content), self.turns)
+        seen = parse_view(last.content)
+        found = locked_key(seen)
+        self.key = found if found is not None else None if "key" in seen["carrying"] else self.key
+        command, why = directive(seen, self.turns, self.key)
         return Directive(f"Directive: {command} ({why}).", {"prior": {command: self.bonus} if self.bonus else {},
                                                              "directed": command})

@@ -106,7 +106,8 @@ def repair(sql: str, table: str, columns: list[str]) -> str:
     variants = [fixed]
     if re.match(r"\s*select\b", fixed, re.IGNORECASE) and not re.search(r"\bfrom\b", fixed, re.IGNORECASE):
         head = re.split(r"\b(where|group|order|limit)\b", fixed.rstrip(";"), maxsplit=1, flags=re.IGNORECASE)
-        variants.append(f"{head[0].strip()} FROM {_quote(table)} " + "".join(head[1:]).strip() + ";")
+        rest = "".join(head[1:]).strip()
+        variants.append(" ".join(part for part in (head[0].strip(), f"FROM {_quote(table)}", rest) if part) + ";")
     return next((v for v in variants if not check_sql(v, table, columns)), "")
 
 

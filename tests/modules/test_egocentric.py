@@ -2,7 +2,7 @@
 from small_model_data import OBS
 
 from jitlab.envs.base import TaskSpec
-from jitlab.modules.egocentric import EgocentricPlanner, directive, mission_target, parse_view
+from jitlab.modules.egocentric import EgocentricPlanner, directive, locked_key, mission_target, parse_view
 from jitlab.protocol import Ctx, Event, View
 
 GOTO = OBS["babyai-GoToLocal-1000"]["steps"]
@@ -54,3 +54,14 @@ def test_the_planner_follows_the_recorded_episode_and_counts_turns():
     events += [Event("action", "turn left", 1), Event("observation", DOOR[1]["text"], 1)]
     planner.plan(View("", events), ctx)
     assert planner.turns == 1
+
+
+def test_a_locked_door_makes_its_key_the_target_until_a_key_is_carried():
+    locked = parse_view("Mission: open the door.\nYou see: a locked purple door 1 step ahead and 1 step to the right; "
+                        "a purple key 3 steps ahead.\nDirectly in front of you: empty floor. Free cells straight "
+                        "ahead: 2.\nYou are carrying: nothing.")
+    assert locked_key(locked) == "purple"
+    command, why = directive(locked, key="purple")
+    assert command == "go forward" and "purple key" in why
+    holding = dict(locked, carrying="a purple key")
+    assert locked_key(holding) is None and "door" in directive(holding, key="purple")[1]
