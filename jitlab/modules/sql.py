@@ -10,7 +10,8 @@ Idea: asked for a tool call, a small model writes prose into ``execute_sql`` and
    empty in-memory copy of the schema the task text gives (table and column names), so syntax errors and
    unknown columns are caught without spending a tool call; on an error the model samples again with the
    error in view (``retries``), then ``repair`` tries templates (quote the column names, add the missing
-   ``FROM <table>``), and as a last resort a ``SELECT *`` peek is sent instead;
+   ``FROM <table>``), and as a last resort a ``SELECT *`` peek is sent instead (once; later rejected statements
+   are sent as written, so the database's own error comes into view);
 3. the table's columns stay in view (the task text), and a first ``peek`` (``SELECT * ... LIMIT 3``) shows
    the values' format;
 4. the commit policy answers from a successful query's result: the first non-empty result of a statement
@@ -152,7 +153,7 @@ class SqlAction:
 
     def reset(self, ctx: Ctx) -> None:
         self.table, self.columns = schema_of(ctx.task.description)
-        self.best, self.pending, self.peeked = None, "", False
+        self.best, self.pending, self.peeked, self.fell_back = None, "", False, False
 
     def _messages(self, context: Context, ctx: Ctx, error: str = "") -> list[dict]:
         values = {"task": ctx.task.public(), "view": context.view.text, "directive": context.directive.text,
@@ -205,6 +206,10 @@ class SqlAction:
             self.pending = "model"
             return Decision("execute_sql", {"sql": fixed}, "", {"decided_by": "model_reply", "parsed": False,
                                                                 "repaired": True, "error": error})
+        if self.fell_back:  # a second peek shows nothing new: send the statement, the error lands in view
+            return Decision("execute_sql", {"sql": sql}, "", {"decided_by": "model_reply", "parsed": False,
+                                                              "error": error})
+        self.fell_back = True
         return Decision("execute_sql", {"sql": f"SELECT * FROM {_quote(self.table or 'sqlite_master')} LIMIT 5;"},
                         "", {"decided_by": "mechanism", "mechanism": "sql:fallback", "parsed": False,
                              "error": error, "rejected": sql})

@@ -85,6 +85,8 @@ def test_a_rejected_statement_is_resampled_then_falls_back_and_the_margin_commit
     assert len(llm.chat_calls) == 2 and llm.chat_calls[1][1]["temperature"] == 0.7
     assert "rejected" in llm.chat_calls[1][0][-2]["content"]
     assert sent.data["mechanism"] == "sql:fallback" and sent.data["parsed"] is False
+    again = action.act(_context(2, "Columns: Laps\n('6',)\n(1 row)"), ctx)
+    assert again.args["sql"] == "SELECT nickname please;" and again.data["decided_by"] == "model_reply"
     last = action.act(_context(TASK["max_steps"] - 1, "Error: no such column"), ctx)
     assert last.tool == "commit_answer" and last.args["answer"] == "none"
 

@@ -195,7 +195,7 @@ class SqlAction:
 
     def reset(self, ctx: Ctx) -> None:
         self.table, self.columns = schema_of(ctx.task.description)
-        self.best, self.pending, self.peeked = None, "", False
+        self.best, self.pending, self.peeked, self.fell_back = None, "", False, False
 
     def _messages(self, context: Context, ctx: Ctx, error: str = "") -> list[dict]:
         values = {"task": ctx.task.public(), "view": context.view.text, "directive": context.directive.text,
@@ -248,6 +248,10 @@ class SqlAction:
             self.pending = "model"
             return Decision("execute_sql", {"sql": fixed}, "", {"decided_by": "model_reply", "parsed": False,
                                                                 "repaired": True, "error": error})
+        if self.fell_back:  # a second peek shows nothing new: send the statement, the error lands in view
+            return Decision("execute_sql", {"sql": sql}, "", {"decided_by": "model_reply", "parsed": False,
+                                                              "error": error})
+        self.fell_back = True
         return Decision("execute_sql", {"sql": f"SELECT * FROM {_quote(self.table or 'sqlite_master')} LIMIT 5;"},
                         "", {"decided_by": "mechanism", "mechanism": "sql:fallback", "parsed": False,
                              "error": error, "rejected": sql})
