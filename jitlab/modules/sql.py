@@ -3,9 +3,10 @@
 Idea: asked for a tool call, a small model writes prose into ``execute_sql`` and never commits an answer
 (issue 29: every method scored 0 on DBBench with SmolLM2-135M). ``SqlAction`` (A) never asks for a format:
 
-1. the statement's first keyword (``SELECT``, ``UPDATE``, ``INSERT``, ``DELETE``) is chosen by likelihood
-   (one ``score`` pass, ``jitlab.modules.likelihood.choose``) and prefilled as the start of the assistant turn,
-   so the model continues a statement instead of starting an essay; generation stops at ``;``;
+1. the statement's first keyword is prefilled as the start of the assistant turn, so the model continues a
+   statement instead of starting an essay; generation stops at ``;``. The keyword is the one the task text
+   names (``with an INSERT statement``), ``SELECT`` for a question, else chosen by likelihood among
+   ``SELECT``/``UPDATE``/``INSERT``/``DELETE`` (one ``score`` pass, ``jitlab.modules.likelihood.choose``);
 2. the statement is checked before it is sent: ``check_sql`` runs SQLite's own parser (``EXPLAIN``) on an
    empty in-memory copy of the schema the task text gives (table and column names), so syntax errors and
    unknown columns are caught without spending a tool call; on an error the model samples again with the
@@ -42,7 +43,7 @@ from jitlab.modules.likelihood import choose
 from jitlab.modules.prompting import render
 from jitlab.protocol import Context, Ctx, Decision
 
-__all__ = ["KEYWORDS", "SqlAction", "answer_from", "check_sql", "repair", "schema_of", "statement"]
+__all__ = ["KEYWORDS", "SqlAction", "answer_from", "check_sql", "keywords", "repair", "schema_of", "statement"]
 
 KEYWORDS = ("SELECT", "UPDATE", "INSERT", "DELETE")
 _NAME = r"(?:`([^`]+)`|\"([^\"]+)\"|\[([^\]]+)\]|'([^']+)'|(\w+))"
@@ -62,6 +63,16 @@ def schema_of(text: str) -> tuple[str, list[str]]:
         return "", []
     table = next(g for g in m.groups()[:5] if g is not None)
     return table, [n for n in (_names(part.strip()) for part in m.group(6).split(",")) for n in n[:1]]
+
+
+def keywords(task_text: str) -> list[str]:
+    """The first keywords a statement may start with for this task: the data-changing ones the task text names
+    (``... with an INSERT statement``), else SELECT when it asks a question, else all of ``KEYWORDS``."""
+    named = [k for k in KEYWORDS[1:] if re.search(rf"\b{k}\b", str(task_text))]
+    if named:
+        return named
+    return ["SELECT"] if re.search(r"\b(question|answer|how many|what|which|who)\b", str(task_text), re.I) \
+        else list(KEYWORDS)
 
 
 def _quote(name: str) -> str:
@@ -188,7 +199,7 @@ class SqlAction:
             return Decision("execute_sql", {"sql": f"SELECT * FROM {_quote(self.table)} LIMIT 3;"}, "",
                             {"decided_by": "mechanism", "mechanism": "sql:peek"})
         messages = self._messages(context, ctx)
-        keyword = choose(ctx, messages, list(KEYWORDS), normalise="none").command
+        keyword = choose(ctx, messages, keywords(ctx.task.description), normalise="none").command
         error, sql = "", ""
         for attempt in range(self.retries + 1):
             asked = self._messages(context, ctx, error) if error else messages

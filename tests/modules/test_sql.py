@@ -4,7 +4,7 @@ from small_model_data import OBS, DoubleLLM
 
 from jitlab.envs.base import TaskSpec
 from jitlab.harness import seed_bank_dir
-from jitlab.modules.sql import SqlAction, answer_from, check_sql, repair, schema_of, statement
+from jitlab.modules.sql import KEYWORDS, SqlAction, answer_from, check_sql, keywords, repair, schema_of, statement
 from jitlab.protocol import Capability, Context, Ctx, Directive, Observation, View
 
 TASK = OBS["dbbench-dev-001"]
@@ -24,6 +24,11 @@ def test_the_schema_comes_from_the_task_text():
     assert table == "race_results" and columns == ["Class", "No", "Team", "Drivers", "Chassis", "Engine", "Laps"]
     table, columns = schema_of(INSERT["description"])
     assert " " in table and columns
+
+
+def test_the_first_keyword_follows_what_the_task_text_asks_for():
+    assert keywords(TASK["description"]) == ["SELECT"] and keywords(INSERT["description"]) == ["INSERT"]
+    assert keywords("Tidy the table.") == list(KEYWORDS)
 
 
 def test_sqlites_parser_checks_a_statement_against_the_schema_before_it_is_sent():

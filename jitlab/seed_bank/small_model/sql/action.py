@@ -181,6 +181,17 @@ _CHANGED = re.compile(r"^OK\.\s*(\d+) row", re.IGNORECASE)
 KEYWORDS = ("SELECT", "UPDATE", "INSERT", "DELETE")
 
 
+# library: jitlab.modules.sql.keywords
+def keywords(task_text: str) -> list[str]:
+    """The first keywords a statement may start with for this task: the data-changing ones the task text names
+    (``... with an INSERT statement``), else SELECT when it asks a question, else all of ``KEYWORDS``."""
+    named = [k for k in KEYWORDS[1:] if re.search(rf"\b{k}\b", str(task_text))]
+    if named:
+        return named
+    return ["SELECT"] if re.search(r"\b(question|answer|how many|what|which|who)\b", str(task_text), re.I) \
+        else list(KEYWORDS)
+
+
 # library: jitlab.modules.sql.SqlAction
 @dataclass
 class SqlAction:
@@ -230,7 +241,7 @@ class SqlAction:
             return Decision("execute_sql", {"sql": f"SELECT * FROM {_quote(self.table)} LIMIT 3;"}, "",
                             {"decided_by": "mechanism", "mechanism": "sql:peek"})
         messages = self._messages(context, ctx)
-        keyword = choose(ctx, messages, list(KEYWORDS), normalise="none").command
+        keyword = choose(ctx, messages, keywords(ctx.task.description), normalise="none").command
         error, sql = "", ""
         for attempt in range(self.retries + 1):
             asked = self._messages(context, ctx, error) if error else messages
