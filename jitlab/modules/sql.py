@@ -14,7 +14,9 @@ Idea: asked for a tool call, a small model writes prose into ``execute_sql`` and
    ``FROM <table>``), and as a last resort a ``SELECT *`` peek is sent instead (once; later rejected statements
    are sent as written, so the database's own error comes into view);
 3. the table's columns stay in view (the task text), and a first ``peek`` (``SELECT * ... LIMIT 3``) shows
-   the values' format;
+   the values' format; a SELECT's select list (a column, ``COUNT(*)`` or an aggregate of a column) is chosen by
+   likelihood too and prefilled with ``FROM <table>``, so the model writes only the WHERE clause (a 135M
+   model otherwise copies the peek's ``SELECT *``);
 4. the commit policy answers from a successful query's result: the first non-empty result of a statement
    the model wrote (a question), or ``done`` after a data-changing statement affected rows (INSERT/UPDATE);
    ``commit_margin`` steps before the budget ends it commits the best result it has (or ``none``).
@@ -100,10 +102,10 @@ def check_sql(sql: str, table: str, columns: list[str]) -> str:
         conn.close()
 
 
-def statement(keyword: str, continuation: str) -> str:
-    """The statement the prefilled keyword and the model's continuation make: cut at the first ``;`` (or a
+def statement(prefix: str, continuation: str) -> str:
+    """The statement the prefilled start and the model's continuation make: cut at the first ``;`` (or a
     blank line / a code fence), whitespace collapsed, ending with ``;``."""
-    text = re.split(r";|\n\s*\n|```", f"{keyword} {continuation}", maxsplit=1)[0]
+    text = re.split(r";|\n\s*\n|```", f"{prefix} {continuation}", maxsplit=1)[0]
     return " ".join(text.split()) + ";"
 
 
@@ -159,6 +161,8 @@ class SqlAction:
     retries: int = field(default=1, metadata={"help": "new samples (temperature 0.7, the parser's error in view) "
                                                       "after a statement fails the parser check", "min": 0})
     peek: bool = field(default=True, metadata={"help": "first step: SELECT * ... LIMIT 3 to show the values"})
+    select_list: bool = field(default=True, metadata={"help": "prefill a SELECT's select list (chosen by "
+                                                               "likelihood) and FROM <table>: the model writes WHERE"})
     commit_margin: int = field(default=1, metadata={"help": "commit the best result this many steps before the "
                                                             "budget ends", "min": 0})
 
@@ -187,6 +191,22 @@ class SqlAction:
                 return "changed"
         return ""
 
+    def _opening(self, keyword: str, messages: list[dict], ctx: Ctx) -> tuple[str, dict]:
+        """(the prefilled start of the statement, what was chosen for it): for a SELECT the select list, chosen
+        by likelihood among the columns, ``COUNT(*)`` and numeric aggregates of each column, then ``FROM
+        <table>``; for the others the keyword and the table (``INSERT INTO t VALUES (``, ``UPDATE t SET``,
+        ``DELETE FROM t WHERE``). The model writes the rest (the WHERE clause, the values)."""
+        if not self.table:
+            return keyword, {}
+        table = _quote(self.table)
+        if keyword != "SELECT" or not self.select_list:
+            return {"SELECT": f"SELECT * FROM {table}", "INSERT": f"INSERT INTO {table} VALUES (",
+                    "UPDATE": f"UPDATE {table} SET", "DELETE": f"DELETE FROM {table} WHERE"}[keyword], {}
+        lists = [_quote(c) for c in self.columns] + ["COUNT(*)"] + [
+            f"{agg}(CAST({_quote(c)} AS REAL))" for agg in ("SUM", "AVG", "MIN", "MAX") for c in self.columns]
+        choice = choose(ctx, messages, lists, prefix="SELECT")
+        return f"SELECT {choice.command} FROM {table}", {"select": choice.command, "select_method": choice.method}
+
     def act(self, context: Context, ctx: Ctx) -> Decision:
         verdict = self._observe(context)
         budget = ctx.task.max_steps or 0
@@ -200,18 +220,19 @@ class SqlAction:
                             {"decided_by": "mechanism", "mechanism": "sql:peek"})
         messages = self._messages(context, ctx)
         keyword = choose(ctx, messages, keywords(ctx.task.description), normalise="none").command
+        prefix, picked = self._opening(keyword, messages, ctx)
         error, sql = "", ""
         for attempt in range(self.retries + 1):
             asked = self._messages(context, ctx, error) if error else messages
             params = {"temperature": 0.7} if attempt else {}
-            reply = ctx.llm.chat(asked + [{"role": "assistant", "content": keyword}],
+            reply = ctx.llm.chat(asked + [{"role": "assistant", "content": prefix}],
                                  max_new_tokens=self.max_new_tokens, stop=[";"], **params).text
-            sql = statement(keyword, reply)
+            sql = statement(prefix, reply)
             error = check_sql(sql, self.table, self.columns)
             if not error:
                 self.pending = "model"
                 return Decision("execute_sql", {"sql": sql}, "", {"decided_by": "model_reply", "parsed": True,
-                                                                  "attempts": attempt + 1})
+                                                                  "attempts": attempt + 1, **picked})
         fixed = repair(sql, self.table, self.columns)
         if fixed:
             self.pending = "model"

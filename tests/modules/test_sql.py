@@ -65,17 +65,20 @@ def _context(step, text, entry=TASK):
 
 
 def test_an_episode_peeks_writes_checked_sql_and_commits_from_its_result():
-    replies = iter([' "Drivers" FROM race_results WHERE Drivers LIKE \'%Jimmy%\'', ""])
-    llm = DoubleLLM(lambda c: 0.0 if c == "SELECT" else -5.0, reply=lambda messages: next(replies))
+    replies = iter([" WHERE Drivers LIKE '%Jimmy%'", ""])
+    llm = DoubleLLM(lambda c: 0.0 if c.strip() == '"Drivers"' else -5.0, reply=lambda messages: next(replies))
     action, ctx = SqlAction(), Ctx(llm=llm, task=_spec(TASK), prompts=PROMPTS)
     action.reset(ctx)
     peek = action.act(_context(0, TASK["first"]), ctx)
     assert peek.tool == "execute_sql" and "LIMIT 3" in peek.args["sql"] and peek.data["decided_by"] == "mechanism"
     query = action.act(_context(1, TASK["results"]['SELECT * FROM "race_results" LIMIT 3;']), ctx)
-    assert query.args["sql"].startswith('SELECT "Drivers"') and query.data == {"decided_by": "model_reply",
-                                                                                "parsed": True, "attempts": 1}
+    assert query.args["sql"] == 'SELECT "Drivers" FROM "race_results" WHERE Drivers LIKE \'%Jimmy%\';'
+    assert query.data == {"decided_by": "model_reply", "parsed": True, "attempts": 1, "select": '"Drivers"',
+                          "select_method": "score"}
+    assert llm.score_calls[-1][0][-1] == {"role": "assistant", "content": "SELECT"}    # the select list by likelihood
     messages, params = llm.chat_calls[0]
-    assert messages[-1] == {"role": "assistant", "content": "SELECT"} and params["stop"] == [";"]
+    assert messages[-1] == {"role": "assistant", "content": 'SELECT "Drivers" FROM "race_results"'}
+    assert params["stop"] == [";"]
     result = next(v for k, v in TASK["results"].items() if "LIKE" in k)
     commit = action.act(_context(2, result), ctx)
     assert commit.tool == "commit_answer" and commit.args["answer"] == answer_from(result)
@@ -91,7 +94,7 @@ def test_a_rejected_statement_is_resampled_then_falls_back_and_the_margin_commit
     assert "rejected" in llm.chat_calls[1][0][-2]["content"]
     assert sent.data["mechanism"] == "sql:fallback" and sent.data["parsed"] is False
     again = action.act(_context(2, "Columns: Laps\n('6',)\n(1 row)"), ctx)
-    assert again.args["sql"] == "SELECT nickname please;" and again.data["decided_by"] == "model_reply"
+    assert again.args["sql"].endswith('FROM "race_results" nickname please;') and again.data["decided_by"] == "model_reply"
     last = action.act(_context(TASK["max_steps"] - 1, "Error: no such column"), ctx)
     assert last.tool == "commit_answer" and last.args["answer"] == "none"
 

@@ -41,6 +41,64 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# library: jitlab.modules.likelihood.Choice
+@dataclass
+class Choice:
+    """One choice among candidates: the command, how it was chosen and the (normalised + prior) scores."""
+    command: str
+    method: str                              # score | chat | order | only
+    scores: list[float] = field(default_factory=list)
+
+    def record(self, candidates: list[str], top: int = 3) -> dict:
+        ranked = sorted(zip(self.scores, candidates), reverse=True)[:top]
+        return {"method": self.method, "options": len(candidates),
+                "top": [[c, round(s, 3)] for s, c in ranked]}
+
+
+# library: jitlab.modules.likelihood._numbered
+def _numbered(ctx: Ctx, messages: list[dict], candidates: list[str]) -> Choice:
+    listing = render_prompt(ctx.prompts, "choose_number", candidates=candidates)
+    last = dict(messages[-1])
+    last["content"] = f"{last['content']}\n{listing}"
+    reply = ctx.llm.chat(messages[:-1] + [last], max_new_tokens=4, temperature=0.0).text
+    match = re.search(r"\d+", reply)
+    if match and 1 <= int(match.group()) <= len(candidates):
+        return Choice(candidates[int(match.group()) - 1], "chat")
+    return Choice(candidates[0], "order")
+
+
+# library: jitlab.modules.likelihood.normalised
+def normalised(scores: list[float], candidates: list[str], mode: str = "words") -> list[float]:
+    """Sum log-likelihoods made comparable across lengths: per word plus one (the end token), per 4 characters,
+    or as they are."""
+    if mode == "none":
+        return list(scores)
+    if mode == "chars":
+        return [s / max(1.0, len(c) / 4) for s, c in zip(scores, candidates)]
+    return [s / (len(c.split()) + 1) for s, c in zip(scores, candidates)]
+
+
+# library: jitlab.modules.likelihood.choose
+def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | None = None,
+           normalise: str = "words", prefix: str = "") -> Choice:
+    """The candidate the backbone finds likeliest as its reply to ``messages`` (plus ``prior[candidate]``).
+
+    One batched ``score`` call; ``prefix`` (e.g. ``"Action:"``) is prefilled as the start of the reply and each
+    candidate continues it after a space. Without ``score``: a numbered list, the backbone replies with a number."""
+    if not candidates:
+        raise ValueError("choose() needs at least one candidate")
+    if len(candidates) == 1:
+        return Choice(candidates[0], "only", [0.0])
+    prior = prior or {}
+    asked = messages + ([{"role": "assistant", "content": prefix}] if prefix else [])
+    try:
+        raw = ctx.llm.score(asked, [f" {c}" if prefix else c for c in candidates])
+    except NotImplementedError:
+        return _numbered(ctx, messages, candidates)
+    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(normalised(raw, candidates, normalise), candidates)]
+    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores)
+
+
 # library: jitlab.modules.sql.check_sql
 def check_sql(sql: str, table: str, columns: list[str]) -> str:
     """"" when SQLite parses ``sql`` against an empty table ``table(columns)`` (all TEXT), else the error."""
@@ -107,69 +165,11 @@ def answer_from(result: str):
     return values[0] if len(values) == 1 else values
 
 
-# library: jitlab.modules.likelihood.Choice
-@dataclass
-class Choice:
-    """One choice among candidates: the command, how it was chosen and the (normalised + prior) scores."""
-    command: str
-    method: str                              # score | chat | order | only
-    scores: list[float] = field(default_factory=list)
-
-    def record(self, candidates: list[str], top: int = 3) -> dict:
-        ranked = sorted(zip(self.scores, candidates), reverse=True)[:top]
-        return {"method": self.method, "options": len(candidates),
-                "top": [[c, round(s, 3)] for s, c in ranked]}
-
-
-# library: jitlab.modules.likelihood._numbered
-def _numbered(ctx: Ctx, messages: list[dict], candidates: list[str]) -> Choice:
-    listing = render_prompt(ctx.prompts, "choose_number", candidates=candidates)
-    last = dict(messages[-1])
-    last["content"] = f"{last['content']}\n{listing}"
-    reply = ctx.llm.chat(messages[:-1] + [last], max_new_tokens=4, temperature=0.0).text
-    match = re.search(r"\d+", reply)
-    if match and 1 <= int(match.group()) <= len(candidates):
-        return Choice(candidates[int(match.group()) - 1], "chat")
-    return Choice(candidates[0], "order")
-
-
-# library: jitlab.modules.likelihood.normalised
-def normalised(scores: list[float], candidates: list[str], mode: str = "words") -> list[float]:
-    """Sum log-likelihoods made comparable across lengths: per word plus one (the end token), per 4 characters,
-    or as they are."""
-    if mode == "none":
-        return list(scores)
-    if mode == "chars":
-        return [s / max(1.0, len(c) / 4) for s, c in zip(scores, candidates)]
-    return [s / (len(c.split()) + 1) for s, c in zip(scores, candidates)]
-
-
-# library: jitlab.modules.likelihood.choose
-def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | None = None,
-           normalise: str = "words", prefix: str = "") -> Choice:
-    """The candidate the backbone finds likeliest as its reply to ``messages`` (plus ``prior[candidate]``).
-
-    One batched ``score`` call; ``prefix`` (e.g. ``"Action:"``) is prefilled as the start of the reply and each
-    candidate continues it after a space. Without ``score``: a numbered list, the backbone replies with a number."""
-    if not candidates:
-        raise ValueError("choose() needs at least one candidate")
-    if len(candidates) == 1:
-        return Choice(candidates[0], "only", [0.0])
-    prior = prior or {}
-    asked = messages + ([{"role": "assistant", "content": prefix}] if prefix else [])
-    try:
-        raw = ctx.llm.score(asked, [f" {c}" if prefix else c for c in candidates])
-    except NotImplementedError:
-        return _numbered(ctx, messages, candidates)
-    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(normalised(raw, candidates, normalise), candidates)]
-    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores)
-
-
 # library: jitlab.modules.sql.statement
-def statement(keyword: str, continuation: str) -> str:
-    """The statement the prefilled keyword and the model's continuation make: cut at the first ``;`` (or a
+def statement(prefix: str, continuation: str) -> str:
+    """The statement the prefilled start and the model's continuation make: cut at the first ``;`` (or a
     blank line / a code fence), whitespace collapsed, ending with ``;``."""
-    text = re.split(r";|\n\s*\n|```", f"{keyword} {continuation}", maxsplit=1)[0]
+    text = re.split(r";|\n\s*\n|```", f"{prefix} {continuation}", maxsplit=1)[0]
     return " ".join(text.split()) + ";"
 
 
@@ -201,6 +201,8 @@ class SqlAction:
     retries: int = field(default=1, metadata={"help": "new samples (temperature 0.7, the parser's error in view) "
                                                       "after a statement fails the parser check", "min": 0})
     peek: bool = field(default=True, metadata={"help": "first step: SELECT * ... LIMIT 3 to show the values"})
+    select_list: bool = field(default=True, metadata={"help": "prefill a SELECT's select list (chosen by "
+                                                               "likelihood) and FROM <table>: the model writes WHERE"})
     commit_margin: int = field(default=1, metadata={"help": "commit the best result this many steps before the "
                                                             "budget ends", "min": 0})
 
@@ -229,6 +231,22 @@ class SqlAction:
                 return "changed"
         return ""
 
+    def _opening(self, keyword: str, messages: list[dict], ctx: Ctx) -> tuple[str, dict]:
+        """(the prefilled start of the statement, what was chosen for it): for a SELECT the select list, chosen
+        by likelihood among the columns, ``COUNT(*)`` and numeric aggregates of each column, then ``FROM
+        <table>``; for the others the keyword and the table (``INSERT INTO t VALUES (``, ``UPDATE t SET``,
+        ``DELETE FROM t WHERE``). The model writes the rest (the WHERE clause, the values)."""
+        if not self.table:
+            return keyword, {}
+        table = _quote(self.table)
+        if keyword != "SELECT" or not self.select_list:
+            return {"SELECT": f"SELECT * FROM {table}", "INSERT": f"INSERT INTO {table} VALUES (",
+                    "UPDATE": f"UPDATE {table} SET", "DELETE": f"DELETE FROM {table} WHERE"}[keyword], {}
+        lists = [_quote(c) for c in self.columns] + ["COUNT(*)"] + [
+            f"{agg}(CAST({_quote(c)} AS REAL))" for agg in ("SUM", "AVG", "MIN", "MAX") for c in self.columns]
+        choice = choose(ctx, messages, lists, prefix="SELECT")
+        return f"SELECT {choice.command} FROM {table}", {"select": choice.command, "select_method": choice.method}
+
     def act(self, context: Context, ctx: Ctx) -> Decision:
         verdict = self._observe(context)
         budget = ctx.task.max_steps or 0
@@ -242,18 +260,19 @@ class SqlAction:
                             {"decided_by": "mechanism", "mechanism": "sql:peek"})
         messages = self._messages(context, ctx)
         keyword = choose(ctx, messages, keywords(ctx.task.description), normalise="none").command
+        prefix, picked = self._opening(keyword, messages, ctx)
         error, sql = "", ""
         for attempt in range(self.retries + 1):
             asked = self._messages(context, ctx, error) if error else messages
             params = {"temperature": 0.7} if attempt else {}
-            reply = ctx.llm.chat(asked + [{"role": "assistant", "content": keyword}],
+            reply = ctx.llm.chat(asked + [{"role": "assistant", "content": prefix}],
                                  max_new_tokens=self.max_new_tokens, stop=[";"], **params).text
-            sql = statement(keyword, reply)
+            sql = statement(prefix, reply)
             error = check_sql(sql, self.table, self.columns)
             if not error:
                 self.pending = "model"
                 return Decision("execute_sql", {"sql": sql}, "", {"decided_by": "model_reply", "parsed": True,
-                                                                  "attempts": attempt + 1})
+                                                                  "attempts": attempt + 1, **picked})
         fixed = repair(sql, self.table, self.columns)
         if fixed:
             self.pending = "model"
