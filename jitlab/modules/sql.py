@@ -15,7 +15,8 @@ Idea: asked for a tool call, a small model writes prose into ``execute_sql`` and
    are sent as written, so the database's own error comes into view);
 3. the table's columns stay in view (the task text), and a first ``peek`` (``SELECT * ... LIMIT 3``) shows
    the values' format; a SELECT's select list (a column, ``COUNT(*)`` or an aggregate of a column) is chosen by
-   likelihood too and prefilled with ``FROM <table>``, so the model writes only the WHERE clause (a 135M
+   likelihood too (with ``select_prior``: the columns and the aggregate the question's words name) and
+   prefilled with ``FROM <table>``, so the model writes only the WHERE clause (a 135M
    model otherwise copies the peek's ``SELECT *``);
 4. the commit policy answers from a successful query's result: the first non-empty result of a statement
    the model wrote (a question), or ``done`` after a data-changing statement affected rows (INSERT/UPDATE);
@@ -45,7 +46,8 @@ from jitlab.modules.likelihood import choose
 from jitlab.modules.prompting import render
 from jitlab.protocol import Context, Ctx, Decision
 
-__all__ = ["KEYWORDS", "SqlAction", "answer_from", "check_sql", "keywords", "repair", "schema_of", "statement"]
+__all__ = ["KEYWORDS", "SqlAction", "answer_from", "check_sql", "keywords", "repair", "schema_of", "select_prior",
+           "statement"]
 
 KEYWORDS = ("SELECT", "UPDATE", "INSERT", "DELETE")
 _NAME = r"(?:`([^`]+)`|\"([^\"]+)\"|\[([^\]]+)\]|'([^']+)'|(\w+))"
@@ -75,6 +77,29 @@ def keywords(task_text: str) -> list[str]:
         return named
     return ["SELECT"] if re.search(r"\b(question|answer|how many|what|which|who)\b", str(task_text), re.I) \
         else list(KEYWORDS)
+
+
+_AGGREGATE_WORDS = {"COUNT(*)": r"how many|number of|count", "SUM": r"total|sum|combined|altogether",
+                    "AVG": r"average|mean", "MIN": r"lowest|least|minimum|smallest|fewest|earliest|min\b",
+                    "MAX": r"highest|most|maximum|largest|greatest|biggest|latest|max\b"}
+
+
+def select_prior(task_text: str, columns: list[str], weight: float = 1.0) -> dict:
+    """{select list: bonus}: the question's own words as a prior over select lists: ``weight`` for a column the
+    question names, ``weight`` for the aggregate its words ask for (how many: COUNT(*), total: SUM, average:
+    AVG, lowest: MIN, highest: MAX), both for an aggregate of a named column."""
+    question = re.search(r"question / instruction:\s*(.+)", str(task_text), re.IGNORECASE)
+    text = (question.group(1) if question else str(task_text)).lower()
+    words = set(re.findall(r"[a-z0-9]+", text))
+    named = {c for c in columns if set(re.findall(r"[a-z0-9]+", c.lower())) & words}
+    wanted = {agg for agg, pattern in _AGGREGATE_WORDS.items() if re.search(rf"\b(?:{pattern})", text)}
+    prior = {_quote(c): weight for c in named}
+    if "COUNT(*)" in wanted:
+        prior["COUNT(*)"] = weight
+    for agg in wanted - {"COUNT(*)"}:
+        for c in columns:
+            prior[f"{agg}(CAST({_quote(c)} AS REAL))"] = weight * (2 if c in named else 1)
+    return prior
 
 
 def _quote(name: str) -> str:
@@ -145,7 +170,7 @@ def answer_from(result: str):
     if not str(result).startswith("Columns:"):
         return None
     values = [("none" if v is None else str(v)) for row in _rows(result) for v in row]
-    if not values:
+    if not values or set(values) == {"none"}:   # no rows, or only NULLs: keep looking (the margin commits none)
         return None
     return values[0] if len(values) == 1 else values
 
@@ -204,7 +229,7 @@ class SqlAction:
                     "UPDATE": f"UPDATE {table} SET", "DELETE": f"DELETE FROM {table} WHERE"}[keyword], {}
         lists = [_quote(c) for c in self.columns] + ["COUNT(*)"] + [
             f"{agg}(CAST({_quote(c)} AS REAL))" for agg in ("SUM", "AVG", "MIN", "MAX") for c in self.columns]
-        choice = choose(ctx, messages, lists, prefix="SELECT")
+        choice = choose(ctx, messages, lists, select_prior(ctx.task.description, self.columns), prefix="SELECT")
         return f"SELECT {choice.command} FROM {table}", {"select": choice.command, "select_method": choice.method}
 
     def act(self, context: Context, ctx: Ctx) -> Decision:

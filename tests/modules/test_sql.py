@@ -4,7 +4,17 @@ from small_model_data import OBS, DoubleLLM
 
 from jitlab.envs.base import TaskSpec
 from jitlab.harness import seed_bank_dir
-from jitlab.modules.sql import KEYWORDS, SqlAction, answer_from, check_sql, keywords, repair, schema_of, statement
+from jitlab.modules.sql import (
+    KEYWORDS,
+    SqlAction,
+    answer_from,
+    check_sql,
+    keywords,
+    repair,
+    schema_of,
+    select_prior,
+    statement,
+)
 from jitlab.protocol import Capability, Context, Ctx, Directive, Observation, View
 
 TASK = OBS["dbbench-dev-001"]
@@ -29,6 +39,15 @@ def test_the_schema_comes_from_the_task_text():
 def test_the_first_keyword_follows_what_the_task_text_asks_for():
     assert keywords(TASK["description"]) == ["SELECT"] and keywords(INSERT["description"]) == ["INSERT"]
     assert keywords("Tidy the table.") == list(KEYWORDS)
+
+
+def test_the_questions_words_are_a_prior_over_select_lists():
+    columns = schema_of(OBS["dbbench-dev-001"]["description"])[1]
+    prior = select_prior("Question / instruction: How many drivers had more than 6 laps?", columns)
+    assert prior["COUNT(*)"] == 1.0 and prior['"Drivers"'] == 1.0 and prior['"Laps"'] == 1.0
+    total = select_prior("Question / instruction: What is the total of laps?", columns)
+    assert total['SUM(CAST("Laps" AS REAL))'] == 2.0 and total['SUM(CAST("Team" AS REAL))'] == 1.0
+    assert "COUNT(*)" not in total
 
 
 def test_sqlites_parser_checks_a_statement_against_the_schema_before_it_is_sent():
@@ -57,6 +76,7 @@ def test_answers_come_from_recorded_results():
     assert isinstance(answer_from(next(v for k, v in results.items() if "LIMIT 3" in k)), list)
     assert answer_from(next(v for k, v in results.items() if "COUNT" in k)) == "0"
     assert answer_from(results["SELEC nonsense;"]) is None and answer_from(INSERT["results"]["insert"]) is None
+    assert answer_from("Columns: MAX(x)\n(None,)\n(1 row)") is None
 
 
 def _context(step, text, entry=TASK):
