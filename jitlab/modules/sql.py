@@ -16,8 +16,10 @@ Idea: asked for a tool call, a small model writes prose into ``execute_sql`` and
 3. the table's columns stay in view (the task text), and a first ``peek`` (``SELECT * ... LIMIT 3``) shows
    the values' format; a SELECT's select list (a column, ``COUNT(*)`` or an aggregate of a column) is chosen by
    likelihood too (with ``select_prior``: the columns and the aggregate the question's words name) and
-   prefilled with ``FROM <table>``, so the model writes only the WHERE clause (a 135M
-   model otherwise copies the peek's ``SELECT *``);
+   prefilled with ``FROM <table>``, and so is a WHERE clause chosen by likelihood among the question's
+   value-like phrases ``LIKE``'d against each column (``where_clauses``; an opening already sent is not offered
+   again), so the model only finishes the statement (a 135M model otherwise copies the peek's ``SELECT *`` and
+   writes ``WHERE x IS NULL``);
 4. the commit policy answers from a successful query's result: the first non-empty result of a statement
    the model wrote (a question), or ``done`` after a data-changing statement affected rows (INSERT/UPDATE);
    ``commit_margin`` steps before the budget ends it commits the best result it has (or ``none``).
@@ -47,7 +49,7 @@ from jitlab.modules.prompting import render
 from jitlab.protocol import Context, Ctx, Decision
 
 __all__ = ["KEYWORDS", "SqlAction", "answer_from", "check_sql", "keywords", "repair", "schema_of", "select_prior",
-           "statement"]
+           "statement", "where_clauses"]
 
 KEYWORDS = ("SELECT", "UPDATE", "INSERT", "DELETE")
 _NAME = r"(?:`([^`]+)`|\"([^\"]+)\"|\[([^\]]+)\]|'([^']+)'|(\w+))"
@@ -100,6 +102,35 @@ def select_prior(task_text: str, columns: list[str], weight: float = 1.0) -> dic
         for c in columns:
             prior[f"{agg}(CAST({_quote(c)} AS REAL))"] = weight * (2 if c in named else 1)
     return prior
+
+
+_STOPWORDS = frozenset("a an the of in on at to for with and or is are was were be what which who whom whose how many "
+                       "much when where is it its as by from that this than there their his her he she they them "
+                       "did does do has have had total number name names count average lowest highest most least "
+                       "give list tell show find but if not also only full".split())
+
+
+def where_clauses(task_text: str, columns: list[str], limit: int = 48) -> list[str]:
+    """Candidate WHERE clauses: each column ``LIKE`` each value-like phrase of the question (runs of one to
+    three words that are not stopwords or column names: ``athlone town``, ``£8.5m``), at most ``limit``."""
+    question = re.search(r"question / instruction:\s*(.+)", str(task_text), re.IGNORECASE)
+    text = question.group(1) if question else str(task_text)
+    words = re.findall(r"[\w£$€%.,'-]+", text)
+    names = {w for c in columns for w in re.findall(r"\w+", c.lower())}
+    phrases: list[str] = []
+    run: list[str] = []
+    for word in words + [""]:
+        clean = word.strip(".,'\"?").replace("'", "''")
+        if clean and clean.lower() not in _STOPWORDS and clean.lower() not in names:
+            run.append(clean)
+            continue
+        for n in range(min(3, len(run)), 0, -1):
+            for i in range(len(run) - n + 1):
+                phrase = " ".join(run[i:i + n])
+                if phrase not in phrases:
+                    phrases.append(phrase)
+        run = []
+    return [f"WHERE {_quote(c)} LIKE '%{v}%'" for v in phrases for c in columns][:limit]
 
 
 def _quote(name: str) -> str:
@@ -188,12 +219,15 @@ class SqlAction:
     peek: bool = field(default=True, metadata={"help": "first step: SELECT * ... LIMIT 3 to show the values"})
     select_list: bool = field(default=True, metadata={"help": "prefill a SELECT's select list (chosen by "
                                                                "likelihood) and FROM <table>: the model writes WHERE"})
+    where: bool = field(default=True, metadata={"help": "prefill a WHERE clause too, chosen by likelihood among "
+                                                         "the question's phrases LIKE'd against each column"})
     commit_margin: int = field(default=1, metadata={"help": "commit the best result this many steps before the "
                                                             "budget ends", "min": 0})
 
     def reset(self, ctx: Ctx) -> None:
         self.table, self.columns = schema_of(ctx.task.description)
         self.best, self.pending, self.peeked, self.fell_back = None, "", False, False
+        self.sent: set[str] = set()      # prefilled openings already used (a retry tries the next one)
 
     def _messages(self, context: Context, ctx: Ctx, error: str = "") -> list[dict]:
         values = {"task": ctx.task.public(), "view": context.view.text, "directive": context.directive.text,
@@ -230,7 +264,14 @@ class SqlAction:
         lists = [_quote(c) for c in self.columns] + ["COUNT(*)"] + [
             f"{agg}(CAST({_quote(c)} AS REAL))" for agg in ("SUM", "AVG", "MIN", "MAX") for c in self.columns]
         choice = choose(ctx, messages, lists, select_prior(ctx.task.description, self.columns), prefix="SELECT")
-        return f"SELECT {choice.command} FROM {table}", {"select": choice.command, "select_method": choice.method}
+        head = f"SELECT {choice.command} FROM {table}"
+        picked = {"select": choice.command, "select_method": choice.method}
+        wheres = [w for w in where_clauses(ctx.task.description, self.columns) if f"{head} {w}" not in self.sent]
+        if self.where and wheres:
+            where = choose(ctx, messages, wheres, prefix=head)
+            head, picked = f"{head} {where.command}", {**picked, "where": where.command}
+        self.sent.add(head)
+        return head, picked
 
     def act(self, context: Context, ctx: Ctx) -> Decision:
         verdict = self._observe(context)

@@ -14,6 +14,7 @@ from jitlab.modules.sql import (
     schema_of,
     select_prior,
     statement,
+    where_clauses,
 )
 from jitlab.protocol import Capability, Context, Ctx, Directive, Observation, View
 
@@ -85,19 +86,22 @@ def _context(step, text, entry=TASK):
 
 
 def test_an_episode_peeks_writes_checked_sql_and_commits_from_its_result():
-    replies = iter([" WHERE Drivers LIKE '%Jimmy%'", ""])
-    llm = DoubleLLM(lambda c: 0.0 if c.strip() == '"Drivers"' else -5.0, reply=lambda messages: next(replies))
+    replies = iter(["", ""])
+    llm = DoubleLLM(lambda c: 0.0 if c.strip() in ('"Drivers"', "WHERE \"Drivers\" LIKE '%jimmy%'") else -5.0,
+                    reply=lambda messages: next(replies))
     action, ctx = SqlAction(), Ctx(llm=llm, task=_spec(TASK), prompts=PROMPTS)
     action.reset(ctx)
     peek = action.act(_context(0, TASK["first"]), ctx)
     assert peek.tool == "execute_sql" and "LIMIT 3" in peek.args["sql"] and peek.data["decided_by"] == "mechanism"
     query = action.act(_context(1, TASK["results"]['SELECT * FROM "race_results" LIMIT 3;']), ctx)
-    assert query.args["sql"] == 'SELECT "Drivers" FROM "race_results" WHERE Drivers LIKE \'%Jimmy%\';'
+    where = "WHERE \"Drivers\" LIKE '%jimmy%'"
+    assert query.args["sql"] == f'SELECT "Drivers" FROM "race_results" {where};'
     assert query.data == {"decided_by": "model_reply", "parsed": True, "attempts": 1, "select": '"Drivers"',
-                          "select_method": "score"}
-    assert llm.score_calls[-1][0][-1] == {"role": "assistant", "content": "SELECT"}    # the select list by likelihood
+                          "select_method": "score", "where": where}
+    assert llm.score_calls[-2][0][-1] == {"role": "assistant", "content": "SELECT"}    # the select list by likelihood
+    assert llm.score_calls[-1][0][-1] == {"role": "assistant", "content": 'SELECT "Drivers" FROM "race_results"'}
     messages, params = llm.chat_calls[0]
-    assert messages[-1] == {"role": "assistant", "content": 'SELECT "Drivers" FROM "race_results"'}
+    assert messages[-1] == {"role": "assistant", "content": f'SELECT "Drivers" FROM "race_results" {where}'}
     assert params["stop"] == [";"]
     result = next(v for k, v in TASK["results"].items() if "LIKE" in k)
     commit = action.act(_context(2, result), ctx)
@@ -114,7 +118,7 @@ def test_a_rejected_statement_is_resampled_then_falls_back_and_the_margin_commit
     assert "rejected" in llm.chat_calls[1][0][-2]["content"]
     assert sent.data["mechanism"] == "sql:fallback" and sent.data["parsed"] is False
     again = action.act(_context(2, "Columns: Laps\n('6',)\n(1 row)"), ctx)
-    assert again.args["sql"].endswith('FROM "race_results" nickname please;') and again.data["decided_by"] == "model_reply"
+    assert again.args["sql"].endswith(" nickname please;") and again.data["decided_by"] == "model_reply"
     last = action.act(_context(TASK["max_steps"] - 1, "Error: no such column"), ctx)
     assert last.tool == "commit_answer" and last.args["answer"] == "none"
 
@@ -126,3 +130,12 @@ def test_a_data_change_that_affected_rows_commits_done():
     action.pending = "model"
     done = action.act(_context(2, INSERT["results"]["insert"], INSERT), ctx)
     assert (done.tool, done.args["answer"]) == ("commit_answer", "done")
+
+
+def test_where_clauses_are_the_questions_phrases_against_each_column():
+    table, columns = schema_of(TASK["description"])
+    clauses = where_clauses(TASK["description"], columns)
+    assert "WHERE \"Drivers\" LIKE '%jimmy%'" in clauses and all(not check_sql(
+        f'SELECT COUNT(*) FROM "{table}" {c};', table, columns) for c in clauses)
+    assert not any("%what%" in c or "%the%" in c for c in clauses)
+    assert where_clauses("Question / instruction: Who is it?", columns) == []
