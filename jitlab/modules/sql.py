@@ -18,8 +18,8 @@ Idea: asked for a tool call, a small model writes prose into ``execute_sql`` and
    likelihood too (with ``select_prior``: the columns and the aggregate the question's words name) and
    prefilled with ``FROM <table>``, and so is a WHERE clause chosen by likelihood among the question's
    value-like phrases ``LIKE``'d against each column (``where_clauses``; an opening already sent is not offered
-   again), so the model only finishes the statement (a 135M model otherwise copies the peek's ``SELECT *`` and
-   writes ``WHERE x IS NULL``);
+   again, a select list that found nothing twice is dropped), so the model only finishes the statement (a
+   135M model otherwise copies the peek's ``SELECT *`` and writes ``WHERE x IS NULL``);
 4. the commit policy answers from a successful query's result: the first non-empty result of a statement
    the model wrote (a question), or ``done`` after a data-changing statement affected rows (INSERT/UPDATE);
    ``commit_margin`` steps before the budget ends it commits the best result it has (or ``none``).
@@ -228,6 +228,8 @@ class SqlAction:
         self.table, self.columns = schema_of(ctx.task.description)
         self.best, self.pending, self.peeked, self.fell_back = None, "", False, False
         self.sent: set[str] = set()      # prefilled openings already used (a retry tries the next one)
+        self.empty: list[str] = []       # select lists whose statement found nothing (twice: not offered again)
+        self.last_select = ""
 
     def _messages(self, context: Context, ctx: Ctx, error: str = "") -> list[dict]:
         values = {"task": ctx.task.public(), "view": context.view.text, "directive": context.directive.text,
@@ -245,6 +247,8 @@ class SqlAction:
             if answer is not None:
                 self.best = answer
                 return "answer"
+            if text.startswith("Columns:") and self.last_select:
+                self.empty.append(self.last_select)
             changed = _CHANGED.match(text.strip())
             if changed and int(changed.group(1)) > 0:
                 return "changed"
@@ -263,9 +267,11 @@ class SqlAction:
                     "UPDATE": f"UPDATE {table} SET", "DELETE": f"DELETE FROM {table} WHERE"}[keyword], {}
         lists = [_quote(c) for c in self.columns] + ["COUNT(*)"] + [
             f"{agg}(CAST({_quote(c)} AS REAL))" for agg in ("SUM", "AVG", "MIN", "MAX") for c in self.columns]
+        lists = [c for c in lists if self.empty.count(c) < 2] or lists   # twice nothing: try another select list
         choice = choose(ctx, messages, lists, select_prior(ctx.task.description, self.columns), prefix="SELECT")
         head = f"SELECT {choice.command} FROM {table}"
         picked = {"select": choice.command, "select_method": choice.method}
+        self.last_select = choice.command
         wheres = [w for w in where_clauses(ctx.task.description, self.columns) if f"{head} {w}" not in self.sent]
         if self.where and wheres:
             where = choose(ctx, messages, wheres, prefix=head)

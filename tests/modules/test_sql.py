@@ -139,3 +139,14 @@ def test_where_clauses_are_the_questions_phrases_against_each_column():
         f'SELECT COUNT(*) FROM "{table}" {c};', table, columns) for c in clauses)
     assert not any("%what%" in c or "%the%" in c for c in clauses)
     assert where_clauses("Question / instruction: Who is it?", columns) == []
+
+
+def test_a_select_list_that_found_nothing_twice_is_dropped():
+    liked = {'MAX(CAST("Class" AS REAL))': 0.0, '"Drivers"': -0.5}
+    llm = DoubleLLM(lambda c: liked.get(c.strip(), -9.0), reply="")
+    action, ctx = SqlAction(peek=False), Ctx(llm=llm, task=_spec(TASK), prompts=PROMPTS)
+    action.reset(ctx)
+    picks = []
+    for step in range(1, 4):
+        picks.append(action.act(_context(step, "Columns: MAX(x)\n(None,)\n(1 row)"), ctx).data["select"])
+    assert picks == ['MAX(CAST("Class" AS REAL))', 'MAX(CAST("Class" AS REAL))', '"Drivers"']

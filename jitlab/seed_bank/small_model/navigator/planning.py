@@ -149,5 +149,7 @@ class EgocentricPlanner:
 
 # ---- the harness's own code ----
 
+@dataclass
 class Planner(EgocentricPlanner):
-    pass
+    bonus: float = field(default=4.0, metadata={"help": "added to the directed command's score (dev traces: at 2.0 "
+                                                        "the model walked past a 'drop' directive)"})

@@ -268,6 +268,8 @@ class SqlAction:
         self.table, self.columns = schema_of(ctx.task.description)
         self.best, self.pending, self.peeked, self.fell_back = None, "", False, False
         self.sent: set[str] = set()      # prefilled openings already used (a retry tries the next one)
+        self.empty: list[str] = []       # select lists whose statement found nothing (twice: not offered again)
+        self.last_select = ""
 
     def _messages(self, context: Context, ctx: Ctx, error: str = "") -> list[dict]:
         values = {"task": ctx.task.public(), "view": context.view.text, "directive": context.directive.text,
@@ -285,6 +287,8 @@ class SqlAction:
             if answer is not None:
                 self.best = answer
                 return "answer"
+            if text.startswith("Columns:") and self.last_select:
+                self.empty.append(self.last_select)
             changed = _CHANGED.match(text.strip())
             if changed and int(changed.group(1)) > 0:
                 return "changed"
@@ -303,9 +307,11 @@ class SqlAction:
                     "UPDATE": f"UPDATE {table} SET", "DELETE": f"DELETE FROM {table} WHERE"}[keyword], {}
         lists = [_quote(c) for c in self.columns] + ["COUNT(*)"] + [
             f"{agg}(CAST({_quote(c)} AS REAL))" for agg in ("SUM", "AVG", "MIN", "MAX") for c in self.columns]
+        lists = [c for c in lists if self.empty.count(c) < 2] or lists   # twice nothing: try another select list
         choice = choose(ctx, messages, lists, select_prior(ctx.task.description, self.columns), prefix="SELECT")
         head = f"SELECT {choice.command} FROM {table}"
         picked = {"select": choice.command, "select_method": choice.method}
+        self.last_select = choice.command
         wheres = [w for w in where_clauses(ctx.task.description, self.columns) if f"{head} {w}" not in self.sent]
         if self.where and wheres:
             where = choose(ctx, messages, wheres, prefix=head)
