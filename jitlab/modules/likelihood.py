@@ -25,7 +25,8 @@ candidates are the reply, so they never enter the prefix.
 Per step, ``Decision.data`` records ``decided_by`` (``model_choice`` when the backbone chose among two or more
 options, ``mechanism`` with ``mechanism`` naming it when the bookkeeping left one option or no backbone method
 worked) and ``choice`` (method score | chat | order | only, why the options were narrowed: untried | escape |
-all, how many, the top scores).
+all, how many, the top scores, and ``prior_changed``: whether the prior overturned the backbone's own first
+choice, so a table can count the steps the mechanism decided under the model's name).
 
 Couplings: needs admissible ``candidates`` and a single-string-argument tool (``act(command)``); the planner
 may put ``prior`` into ``Directive.data``. Caveats: ``score`` sums log-probabilities, so the length
@@ -64,11 +65,12 @@ class Choice:
     command: str
     method: str                              # score | chat | order | only
     scores: list[float] = field(default_factory=list)
+    model_pick: str = ""                     # the backbone's own first choice, before the prior
 
     def record(self, candidates: list[str], top: int = 3) -> dict:
         ranked = sorted(zip(self.scores, candidates), reverse=True)[:top]
-        return {"method": self.method, "options": len(candidates),
-                "top": [[c, round(s, 3)] for s, c in ranked]}
+        return {"method": self.method, "options": len(candidates), "top": [[c, round(s, 3)] for s, c in ranked],
+                "prior_changed": bool(self.model_pick) and self.model_pick != self.command}
 
 
 def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | None = None,
@@ -87,8 +89,10 @@ def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | 
         raw = ctx.llm.score(asked, [f" {c}" if prefix else c for c in candidates])
     except NotImplementedError:
         return _numbered(ctx, messages, candidates)
-    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(normalised(raw, candidates, normalise), candidates)]
-    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores)
+    plain = normalised(raw, candidates, normalise)
+    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(plain, candidates)]
+    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores,
+                  candidates[max(range(len(candidates)), key=plain.__getitem__)])
 
 
 def _numbered(ctx: Ctx, messages: list[dict], candidates: list[str]) -> Choice:

@@ -107,3 +107,11 @@ def test_own_thought_is_one_short_chat_call_then_the_commands_are_scored_after_i
     assert messages[-1] == {"role": "assistant", "content": "Thought: I should explore north.\nAction:"}
     assert all(c.startswith(" ") for c in candidates) and decision.thought == "I should explore north."
     assert llm.chat_calls[0][1]["stop"] == ["\n"]
+
+
+def test_the_record_says_when_the_prior_overturned_the_models_own_choice():
+    ctx = Ctx(llm=DoubleLLM({"go east": -2.0, "go west": -1.0}), task=TASK, prompts=PROMPTS)
+    turned = choose(ctx, [{"role": "user", "content": "x"}], ["go east", "go west"], prior={"go east": 3.0})
+    kept = choose(ctx, [{"role": "user", "content": "x"}], ["go east", "go west"], prior={"go west": 3.0})
+    assert turned.record(["go east", "go west"])["prior_changed"] is True
+    assert kept.record(["go east", "go west"])["prior_changed"] is False

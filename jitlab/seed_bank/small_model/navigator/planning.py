@@ -151,5 +151,5 @@ class EgocentricPlanner:
 
 @dataclass
 class Planner(EgocentricPlanner):
-    bonus: float = field(default=4.0, metadata={"help": "added to the directed command's score (dev traces: at 2.0 "
+    bonus: float = field(default=8.0, metadata={"help": "added to the directed command's score (dev traces: at 2.0 and 4.0 "
                                                         "the model walked past a 'drop' directive)"})

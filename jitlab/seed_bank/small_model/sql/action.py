@@ -48,11 +48,23 @@ class Choice:
     command: str
     method: str                              # score | chat | order | only
     scores: list[float] = field(default_factory=list)
+    model_pick: str = ""                     # the backbone's own first choice, before the prior
 
     def record(self, candidates: list[str], top: int = 3) -> dict:
         ranked = sorted(zip(self.scores, candidates), reverse=True)[:top]
-        return {"method": self.method, "options": len(candidates),
-                "top": [[c, round(s, 3)] for s, c in ranked]}
+        return {"method": self.method, "options": len(candidates), "top": [[c, round(s, 3)] for s, c in ranked],
+                "prior_changed": bool(self.model_pick) and self.model_pick != self.command}
+
+
+# library: jitlab.modules.likelihood.normalised
+def normalised(scores: list[float], candidates: list[str], mode: str = "words") -> list[float]:
+    """Sum log-likelihoods made comparable across lengths: per word plus one (the end token), per 4 characters,
+    or as they are."""
+    if mode == "none":
+        return list(scores)
+    if mode == "chars":
+        return [s / max(1.0, len(c) / 4) for s, c in zip(scores, candidates)]
+    return [s / (len(c.split()) + 1) for s, c in zip(scores, candidates)]
 
 
 # library: jitlab.modules.likelihood._numbered
@@ -65,17 +77,6 @@ def _numbered(ctx: Ctx, messages: list[dict], candidates: list[str]) -> Choice:
     if match and 1 <= int(match.group()) <= len(candidates):
         return Choice(candidates[int(match.group()) - 1], "chat")
     return Choice(candidates[0], "order")
-
-
-# library: jitlab.modules.likelihood.normalised
-def normalised(scores: list[float], candidates: list[str], mode: str = "words") -> list[float]:
-    """Sum log-likelihoods made comparable across lengths: per word plus one (the end token), per 4 characters,
-    or as they are."""
-    if mode == "none":
-        return list(scores)
-    if mode == "chars":
-        return [s / max(1.0, len(c) / 4) for s, c in zip(scores, candidates)]
-    return [s / (len(c.split()) + 1) for s, c in zip(scores, candidates)]
 
 
 # library: jitlab.modules.likelihood.choose
@@ -95,8 +96,10 @@ def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | 
         raw = ctx.llm.score(asked, [f" {c}" if prefix else c for c in candidates])
     except NotImplementedError:
         return _numbered(ctx, messages, candidates)
-    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(normalised(raw, candidates, normalise), candidates)]
-    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores)
+    plain = normalised(raw, candidates, normalise)
+    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(plain, candidates)]
+    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores,
+                  candidates[max(range(len(candidates)), key=plain.__getitem__)])
 
 
 # library: jitlab.modules.sql.check_sql
