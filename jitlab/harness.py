@@ -16,7 +16,9 @@ Seeds: ``seed_bank/`` (a link to ``jitlab/seed_bank/``, shipped as package data)
 *resolved* source, generated from its library composition in ``jitlab/seeds/`` (see :mod:`jitlab.resolve`).
 The paper's case-study harnesses live one level down, in ``seeds/case_studies/`` and
 ``seed_bank/case_studies/``: regenerated and checked like the seeds, but not seeds (``seed_names()``, the
-bank B0, baselines and Table 2 leave them out); ``case_study_names()`` lists them.
+bank B0, baselines and Table 2 leave them out); ``case_study_names()`` lists them. ``small_model/<name>``
+(``small_model_names()``) is a family of the same kind: fixed compositions of the mechanisms a small backbone can
+use (``jitlab/modules/likelihood.py`` and its neighbours), run as ``--harness small_model/<name>``.
 
 Identity: ``harness_sha`` hashes the resolved files, so a folder that subclasses library modules and its
 resolved form have the same sha, and a change to library code a harness uses changes its sha.
@@ -38,9 +40,9 @@ from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import package_root
 from jitlab.protocol import SLOTS
 
-__all__ = ["CASE_STUDIES", "MODULE_FILES", "Harness", "case_study_names", "harness_sha", "load_harness", "read_files",
-           "regenerate_seeds", "resolve",
-           "resolve_folder", "seed_names", "seed_sources_dir"]
+__all__ = ["CASE_STUDIES", "MODULE_FILES", "SMALL_MODEL", "Harness", "case_study_names", "harness_sha", "load_harness",
+           "read_files", "regenerate_seeds", "resolve",
+           "resolve_folder", "seed_names", "seed_sources_dir", "small_model_names"]
 
 # file -> (class it must define, methods that class must have), from the slot table (jitlab.protocol.SLOTS)
 MODULE_FILES = {s.file: (s.cls, s.required) for s in SLOTS.values() if not s.optional}
@@ -67,11 +69,23 @@ def seed_names() -> list[str]:
 CASE_STUDIES = "case_studies"
 
 
+SMALL_MODEL = "small_model"
+
+
+def _family(family: str, root: Path | None) -> list[str]:
+    folder = (root or seed_bank_dir()) / family
+    return sorted(f"{family}/{p.name}" for p in folder.iterdir() if (p / "description.yaml").is_file()) \
+        if folder.is_dir() else []
+
+
 def case_study_names(root: Path | None = None) -> list[str]:
     """The paper's case-study harnesses as ``case_studies/<name>`` (in ``root``, default ``seed_bank/``)."""
-    folder = (root or seed_bank_dir()) / CASE_STUDIES
-    return sorted(f"{CASE_STUDIES}/{p.name}" for p in folder.iterdir() if (p / "description.yaml").is_file()) \
-        if folder.is_dir() else []
+    return _family(CASE_STUDIES, root)
+
+
+def small_model_names(root: Path | None = None) -> list[str]:
+    """The small-model mechanism harnesses as ``small_model/<name>`` (in ``root``, default ``seed_bank/``)."""
+    return _family(SMALL_MODEL, root)
 
 
 def resolve(name_or_path: str | Path) -> Path:
@@ -82,7 +96,8 @@ def resolve(name_or_path: str | Path) -> Path:
     candidate = seed_bank_dir() / str(name_or_path)
     if candidate.is_dir():
         return candidate
-    raise UnknownName("harness", str(name_or_path), seed_names() + case_study_names() + ["<path to a harness folder>"])
+    raise UnknownName("harness", str(name_or_path), seed_names() + case_study_names() + small_model_names()
+                      + ["<path to a harness folder>"])
 
 
 def read_files(folder: str | Path) -> dict[str, str]:
@@ -281,14 +296,15 @@ def seed_sources_dir() -> Path:
 def regenerate_seeds(check: bool = False, out_dir: str | Path | None = None, sources: dict | None = None,
                      names: list[str] | None = None) -> list[str]:
     """Write the resolved form of every ``jitlab/seeds/<name>/`` into ``seed_bank/<name>/`` (or ``out_dir``),
-    the case studies (``case_studies/<name>``) included.
+    the case studies (``case_studies/<name>``) and the small-model harnesses (``small_model/<name>``) included.
 
     Returns the names whose written folder differed (with ``check=True`` nothing is written: the names
     whose checked-in folder is out of date, or missing)."""
     from jitlab.resolve import resolve_files
     src_root, dest_root = seed_sources_dir(), Path(out_dir) if out_dir else seed_bank_dir()
     stale = []
-    every = sorted(p.name for p in src_root.iterdir() if (p / "description.yaml").is_file()) + case_study_names(src_root)
+    every = sorted(p.name for p in src_root.iterdir() if (p / "description.yaml").is_file()) + \
+        case_study_names(src_root) + small_model_names(src_root)
     for name in names or every:
         files = resolve_files(read_files(src_root / name), sources)
         dest = dest_root / name

@@ -57,6 +57,12 @@ class LazyBackbone:
             raise NotImplementedError(f"backbone {self.name} has no score()")
         return scorer(messages, candidates)
 
+    def last_score_timing(self) -> dict:
+        """The loaded backbone's timing of this thread's last ``score`` call (queue_s, compute_s, reused prefix
+        tokens), so the runtime records a scoring pass's prefix reuse as it does a chat's; {} when it has none."""
+        timing = getattr(self.get(), "last_score_timing", None)
+        return timing() if callable(timing) else {}
+
 
 class BackbonePool:
     """One LazyBackbone per (name, options), loaded once however many runs use it (thread-safe)."""

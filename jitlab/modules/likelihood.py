@@ -1,0 +1,190 @@
+"""Likelihood choice over admissible actions: the backbone ranks the commands; it does not have to write one.
+
+Idea (GLAM, Carta et al. 2023, arXiv 2302.02662: an LLM as a policy over a known action set, each action's
+probability its likelihood as the continuation of the prompt): a 135M model that cannot keep a
+``Thought/Action`` format still assigns sensible likelihoods to ``take coin`` vs ``examine coin`` after the room
+text. ``choose`` makes ONE batched ``ctx.llm.score`` call over the candidates (one prefill of the prompt plus one
+pass over all of them), normalises each sum log-likelihood by the candidate's length (words + the end token,
+so long commands are not penalised for being long) and adds a prior (bonuses from a planner: goal grounding,
+the map's frontier, an egocentric directive). Backbones without ``score`` (litellm providers) get a numbered
+list and reply with a number (``choose_number`` prompt); when neither works, the first option is taken.
+
+``LikelihoodAction`` (A) is the step built on it, the library form of the 24-line action issue 29 measured
+(5/10 TextWorld test tasks on SmolLM2-135M at a third of ReAct's tokens, where ReAct solved 2): per observed
+state it chooses among the admissible commands not yet tried there (``jitlab.modules.exploration.StateBook``),
+with ``demote`` verbs (``examine``, ``look``, ``inventory``) offered only when nothing else is left, and the
+directive's ``prior`` (``Directive.data["prior"]``: {command: bonus}) added to the scores. With
+``thought="own"`` the model first writes one short thought (a chat call, ``Thought:`` prefilled, stopped at the
+line end) and the candidates are scored as the ``Action:`` that follows it; with ``"none"`` there is no chat
+call at all.
+
+Cache-friendly by construction: the prompt is the harness's ``system`` (task first, fixed for the episode) and
+``step`` (the view, whose start stays put: ``jitlab.modules.basic.history_text``, then the directive); the
+candidates are the reply, so they never enter the prefix.
+
+Per step, ``Decision.data`` records ``decided_by`` (``model_choice`` when the backbone chose among two or more
+options, ``mechanism`` with ``mechanism`` naming it when the bookkeeping left one option or no backbone method
+worked) and ``choice`` (method score | chat | order | only, why the options were narrowed: untried | escape |
+all, how many, the top scores, and ``prior_changed``: whether the prior overturned the backbone's own first
+choice, so a table can count the steps the mechanism decided under the model's name).
+
+Couplings: needs admissible ``candidates`` and a single-string-argument tool (``act(command)``); the planner
+may put ``prior`` into ``Directive.data``. Caveats: ``score`` sums log-probabilities, so the length
+normalisation by words is an approximation of per-token normalisation; a wrong prior weight can drown the
+model's preference (see ``jitlab.modules.grounding``); with no candidates this action has nothing to choose
+from and sends ``look``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from jitlab.modules.exploration import StateBook
+from jitlab.modules.prompting import render
+from jitlab.modules.text import render_prompt
+from jitlab.protocol import Context, Ctx, Decision, Observation
+
+__all__ = ["Choice", "LikelihoodAction", "choose", "command_tool", "normalised"]
+
+NORMALISE = ("words", "chars", "none")
+
+
+def normalised(scores: list[float], candidates: list[str], mode: str = "words") -> list[float]:
+    """Sum log-likelihoods made comparable across lengths: per word plus one (the end token), per 4 characters,
+    or as they are."""
+    if mode == "none":
+        return list(scores)
+    if mode == "chars":
+        return [s / max(1.0, len(c) / 4) for s, c in zip(scores, candidates)]
+    return [s / (len(c.split()) + 1) for s, c in zip(scores, candidates)]
+
+
+@dataclass
+class Choice:
+    """One choice among candidates: the command, how it was chosen and the (normalised + prior) scores."""
+    command: str
+    method: str                              # score | chat | order | only
+    scores: list[float] = field(default_factory=list)
+    model_pick: str = ""                     # the backbone's own first choice, before the prior
+
+    def record(self, candidates: list[str], top: int = 3) -> dict:
+        ranked = sorted(zip(self.scores, candidates), reverse=True)[:top]
+        return {"method": self.method, "options": len(candidates), "top": [[c, round(s, 3)] for s, c in ranked],
+                "prior_changed": bool(self.model_pick) and self.model_pick != self.command}
+
+
+def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | None = None,
+           normalise: str = "words", prefix: str = "") -> Choice:
+    """The candidate the backbone finds likeliest as its reply to ``messages`` (plus ``prior[candidate]``).
+
+    One batched ``score`` call; ``prefix`` (e.g. ``"Action:"``) is prefilled as the start of the reply and each
+    candidate continues it after a space. Without ``score``: a numbered list, the backbone replies with a number."""
+    if not candidates:
+        raise ValueError("choose() needs at least one candidate")
+    if len(candidates) == 1:
+        return Choice(candidates[0], "only", [0.0])
+    prior = prior or {}
+    asked = messages + ([{"role": "assistant", "content": prefix}] if prefix else [])
+    try:
+        raw = ctx.llm.score(asked, [f" {c}" if prefix else c for c in candidates])
+    except NotImplementedError:
+        return _numbered(ctx, messages, candidates)
+    plain = normalised(raw, candidates, normalise)
+    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(plain, candidates)]
+    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores,
+                  candidates[max(range(len(candidates)), key=plain.__getitem__)])
+
+
+def _numbered(ctx: Ctx, messages: list[dict], candidates: list[str]) -> Choice:
+    listing = render_prompt(ctx.prompts, "choose_number", candidates=candidates)
+    last = dict(messages[-1])
+    last["content"] = f"{last['content']}\n{listing}"
+    reply = ctx.llm.chat(messages[:-1] + [last], max_new_tokens=4, temperature=0.0).text
+    match = re.search(r"\d+", reply)
+    if match and 1 <= int(match.group()) <= len(candidates):
+        return Choice(candidates[int(match.group()) - 1], "chat")
+    return Choice(candidates[0], "order")
+
+
+def command_tool(context: Context) -> tuple[str, str]:
+    """(tool name, argument name) of the exposed tool that takes one text command (``act(command)``)."""
+    for cap in context.capabilities:
+        props = cap.args.get("properties", {})
+        if len(props) == 1 and next(iter(props.values())).get("type") == "string":
+            return cap.name, next(iter(props))
+    return "act", "command"
+
+
+@dataclass
+class LikelihoodAction:
+    """A: per step, one likelihood choice among the admissible commands untried in this state (module docstring)."""
+    normalise: str = field(default="words", metadata={"help": "length normalisation of the sum log-likelihood",
+                                                      "choices": NORMALISE})
+    thought: str = field(default="none", metadata={"help": "'own': the model writes a one-line thought first and "
+                                                           "the commands are scored after it; 'none': no chat call",
+                                                   "choices": ("none", "own")})
+    explore: bool = field(default=True, metadata={"help": "choose among commands not yet tried in this state "
+                                                          "(StateBook); all tried: the least tried"})
+    state: str = field(default="place", metadata={"help": "what a state is for the bookkeeping: 'place' (room "
+                                                          "names in the text) or 'text' (whole observation)",
+                                                  "choices": ("place", "text")})
+    demote: tuple = field(default=("examine", "look", "inventory"), metadata={
+        "help": "verbs offered only when no other command is left (information-only commands)"})
+    info_last: bool = field(default=True, metadata={"help": "when only demoted commands are untried here, try "
+                                                            "them (True) or the least-tried other commands (False)"})
+    max_candidates: int = field(default=40, metadata={"help": "admissible commands scored per step", "min": 1})
+    thought_tokens: int = field(default=24, metadata={"help": "tokens of the model's own thought", "min": 1})
+
+    def reset(self, ctx: Ctx) -> None:
+        self.book = StateBook(mode=self.state)
+
+    def on_init(self, ctx: Ctx, obs: Observation) -> None:
+        self.book.start(obs.text)
+
+    def post_feedback(self, ctx: Ctx, decision: Decision, obs: Observation) -> None:
+        command = next(iter(decision.args.values()), "") if len(decision.args) == 1 else ""
+        self.book.record(str(command), obs.text, obs.reward)
+
+    def messages(self, context: Context, ctx: Ctx) -> list[dict]:
+        values = {"task": ctx.task.public(), "view": context.view.text, "directive": context.directive.text,
+                  "hints": context.hints, "tools": context.capabilities, "step": context.step}
+        return [{"role": "system", "content": render(ctx.prompts["system"], **values)},
+                {"role": "user", "content": render(ctx.prompts["step"], **values)}]
+
+    def _demoted(self, command: str, prior: dict) -> bool:
+        words = command.split()
+        return bool(words) and words[0].lower() in self.demote and prior.get(command, 0.0) <= 0
+
+    def options(self, candidates: list[str], prior: dict | None = None) -> tuple[list[str], str]:
+        """(the commands to choose among, why): the bookkeeping's narrowing, with ``demote`` verbs (unless the
+        prior favours them) offered only when no other command is untried; then, with ``info_last`` off, the
+        least-tried other commands come before them."""
+        prior = prior or {}
+        options, why = self.book.options(candidates) if self.explore else (list(candidates), "all")
+        active = [c for c in options if not self._demoted(c, prior)]
+        if not active and why == "untried" and not self.info_last:
+            active = self.book.escape([c for c in candidates if not self._demoted(c, prior)]) \
+                if any(not self._demoted(c, prior) for c in candidates) else []
+            why = "escape" if active else why
+        return (active or options)[: self.max_candidates], why
+
+    def act(self, context: Context, ctx: Ctx) -> Decision:
+        tool, arg = command_tool(context)
+        candidates = list(context.observation.candidates)
+        if not candidates:
+            return Decision(tool, {arg: "look"}, "", {"decided_by": "mechanism", "mechanism": "no_candidates"})
+        prior = context.directive.data.get("prior") or {}
+        options, why = self.options(candidates, prior)
+        messages, prefix, thought = self.messages(context, ctx), "", ""
+        if self.thought == "own":
+            reply = ctx.llm.chat(messages + [{"role": "assistant", "content": "Thought:"}],
+                                 max_new_tokens=self.thought_tokens, stop=["\n"]).text
+            thought = " ".join(reply.split())
+            prefix = f"Thought: {thought}\nAction:"
+        choice = choose(ctx, messages, options, prior, self.normalise, prefix)
+        by_model = choice.method in ("score", "chat")
+        data = {"decided_by": "model_choice" if by_model else "mechanism",
+                "choice": {**choice.record(options), "why": why}}
+        if not by_model:
+            data["mechanism"] = f"exploration:{why}" if choice.method == "only" else f"likelihood:{choice.method}"
+        return Decision(tool, {arg: choice.command}, thought, data)

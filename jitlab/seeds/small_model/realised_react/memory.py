@@ -1,0 +1,6 @@
+"""realised_react (ReAct) memory: the full interaction history."""
+from jitlab.modules.basic import FullHistory
+
+
+class Memory(FullHistory):
+    pass

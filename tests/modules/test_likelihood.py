@@ -1,0 +1,117 @@
+"""Likelihood choice and LikelihoodAction (jitlab/modules/likelihood.py) on recorded TextWorld observations."""
+import pytest
+import yaml
+from small_model_data import ACT, OBS, DoubleLLM
+
+from jitlab.envs.base import TaskSpec
+from jitlab.harness import seed_bank_dir
+from jitlab.modules.likelihood import LikelihoodAction, choose, normalised
+from jitlab.protocol import Context, Ctx, Decision, Directive, Observation, View
+
+PROMPTS = yaml.safe_load((seed_bank_dir() / "small_model" / "likelihood" / "prompt.yaml").read_text())
+COIN = OBS["walkthrough:tw-coin_collector-l5-dev-03"]
+TASK = TaskSpec(id="t", suite="textworld", family="coin_collector", split="dev", description=COIN["description"],
+                tools=[ACT], max_steps=25)
+
+
+def _context(step, observation, directive=None, view="..."):
+    return Context(task=TASK, view=View(view), directive=directive or Directive(), capabilities=[ACT],
+                   observation=Observation(observation["text"], candidates=observation["candidates"]), step=step)
+
+
+def test_length_normalisation_divides_by_words_plus_the_end_token():
+    assert normalised([-6.0, -6.0], ["take coin", "take coin from the floor"]) == [-2.0, -1.0]
+    assert normalised([-6.0], ["x"], "none") == [-6.0]
+
+
+def test_one_batched_score_call_per_choice_with_the_prior_added():
+    llm = DoubleLLM({"go east": -2.0, "go west": -1.0})
+    ctx = Ctx(llm=llm, task=TASK, prompts=PROMPTS)
+    choice = choose(ctx, [{"role": "user", "content": "x"}], ["go east", "go west"], prior={"go east": 1.0})
+    assert choice.command == "go east" and choice.method == "score" and len(llm.score_calls) == 1
+    assert choose(ctx, [{"role": "user", "content": "x"}], ["go east", "go west"]).command == "go west"
+
+
+def test_without_score_the_backbone_picks_a_number_from_a_list():
+    llm = DoubleLLM(None, reply="2")
+    ctx = Ctx(llm=llm, task=TASK, prompts=PROMPTS)
+    choice = choose(ctx, [{"role": "user", "content": "room"}], ["go east", "go west"])
+    assert (choice.command, choice.method) == ("go west", "chat")
+    asked = llm.chat_calls[0][0][-1]["content"]
+    assert "1. go east" in asked and "2. go west" in asked and asked.startswith("room")
+    garbled = choose(Ctx(llm=DoubleLLM(None, reply="the door"), task=TASK, prompts=PROMPTS),
+                     [{"role": "user", "content": "room"}], ["go east", "go west"])
+    assert (garbled.command, garbled.method) == ("go east", "order")
+    with pytest.raises(ValueError, match="at least one candidate"):
+        choose(ctx, [], [])
+
+
+def test_the_action_walks_untried_commands_room_by_room_and_records_who_decided():
+    """Replays the recorded coin-collector game: the double likes looking around best, but information commands
+    come last and a command tried in a room is not offered there again."""
+    llm = DoubleLLM(lambda c: -0.1 if c in ("look", "inventory") else -3.0)
+    action = LikelihoodAction()
+    ctx = Ctx(llm=llm, task=TASK, prompts=PROMPTS)
+    action.reset(ctx)
+    first = COIN["steps"][0]
+    action.on_init(ctx, Observation(first["text"], first["candidates"]))
+    decision = action.act(_context(1, first), ctx)
+    assert decision.args["command"] not in ("look", "inventory")
+    assert decision.data["decided_by"] in ("model_choice", "mechanism")
+    assert decision.data["choice"]["why"] == "untried"
+    # the same room again after a failed command: that command is not offered again
+    action.post_feedback(ctx, decision, Observation("You can't go that way.", first["candidates"]))
+    again = action.act(_context(2, first), ctx)
+    assert again.args["command"] != decision.args["command"]
+    # a model choice among several options makes exactly one score call per step, no chat call
+    calls = len(llm.score_calls)
+    cellar = COIN["steps"][1]
+    action.post_feedback(ctx, Decision("act", {"command": "go east"}), Observation(cellar["text"], cellar["candidates"]))
+    step = action.act(_context(3, cellar), ctx)
+    assert len(llm.score_calls) - calls == (step.data["choice"]["method"] == "score") and not llm.chat_calls
+    if step.data["choice"]["method"] == "score":
+        assert step.data["decided_by"] == "model_choice" and len(step.data["choice"]["top"]) >= 2
+
+
+def test_the_prompt_keeps_the_task_first_and_the_view_next():
+    llm = DoubleLLM(lambda c: 0.0)
+    action = LikelihoodAction(explore=False)
+    ctx = Ctx(llm=llm, task=TASK, prompts=PROMPTS)
+    action.reset(ctx)
+    first = COIN["steps"][1]
+    action.on_init(ctx, Observation(first["text"], first["candidates"]))
+    action.act(_context(1, first, view="Observation: the study"), ctx)
+    messages, candidates = llm.score_calls[-1]
+    assert messages[0]["role"] == "system" and TASK.description in messages[0]["content"]
+    assert messages[1]["content"].startswith("Observation: the study") and set(candidates) <= set(first["candidates"])
+
+
+def test_a_demoted_command_the_planner_favours_is_offered():
+    action = LikelihoodAction()
+    action.reset(Ctx(llm=None, task=TASK))
+    action.book.start("-= Kitchen =-")
+    options, _ = action.options(["examine cookbook", "open fridge"], prior={"examine cookbook": 2.0})
+    assert options == ["examine cookbook", "open fridge"]
+    assert action.options(["examine cookbook", "open fridge"])[0] == ["open fridge"]
+
+
+def test_own_thought_is_one_short_chat_call_then_the_commands_are_scored_after_it():
+    llm = DoubleLLM(lambda c: -1.0 if "north" in c else -2.0, reply=" I should explore north.")
+    action = LikelihoodAction(thought="own")
+    ctx = Ctx(llm=llm, task=TASK, prompts=PROMPTS)
+    action.reset(ctx)
+    first = COIN["steps"][1]
+    action.on_init(ctx, Observation(first["text"], first["candidates"]))
+    decision = action.act(_context(1, first), ctx)
+    messages, candidates = llm.score_calls[-1]
+    assert messages[-1] == {"role": "assistant", "content": "Thought: I should explore north.\nAction:"}
+    assert all(c.startswith(" ") for c in candidates) and decision.thought == "I should explore north."
+    assert llm.chat_calls[0][1]["stop"] == ["\n"]
+
+
+def test_the_record_says_when_the_prior_overturned_the_models_own_choice():
+    ctx = Ctx(llm=DoubleLLM({"go east": -2.0, "go west": -1.0}), task=TASK, prompts=PROMPTS)
+    turned = choose(ctx, [{"role": "user", "content": "x"}], ["go east", "go west"], prior={"go east": 3.0})
+    kept = choose(ctx, [{"role": "user", "content": "x"}], ["go east", "go west"], prior={"go west": 3.0})
+    assert turned.record(["go east", "go west"])["prior_changed"] is True
+    assert kept.record(["go east", "go west"])["prior_changed"] is False
