@@ -124,9 +124,13 @@ class ReActAction:
         reply = ctx.llm.chat(self.messages(context, ctx), max_new_tokens=self.max_new_tokens,
                              stop=["\nObservation"])
         thought, action = parse_react(reply.text)
-        if echoes_options(reply.text, context.observation.candidates):
+        echoed = echoes_options(reply.text, context.observation.candidates)
+        if echoed:
             action = ""  # an echoed option list is not a choice
-        return to_decision(action, thought, context, ctx, self.rerank)
+        decision = to_decision(action, thought, context, ctx, self.rerank)
+        # compliance (jitlab/compliance.py): the reply parsed when it held an Action: line and was no echoed list
+        decision.data.update(decided_by="model_reply", parsed=bool(_ACTION_RE.search(reply.text)) and not echoed)
+        return decision
 
 
 # ---- the harness's own code ----
