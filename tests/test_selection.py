@@ -49,7 +49,7 @@ def test_paired_uses_the_exact_mcnemar_p_value_at_the_stated_level():
 def test_unknown_rules_and_levels_are_refused():
     with pytest.raises(ConfigError, match="unknown selection rule 'best'.*greedy, screen, confirm, paired"):
         judge("best", *ONE_GAIN)
-    with pytest.raises(ConfigError, match="selection rule"):
+    with pytest.raises(ConfigError, match="--selection must be greedy, screen, confirm or paired, got 'best'"):
         EngineerConfig(selection="best")
     with pytest.raises(ConfigError):
         EngineerConfig(selection="paired", selection_level=0.9)

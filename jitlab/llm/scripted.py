@@ -106,6 +106,8 @@ class ScriptedBackbone:
 class ScriptedConfig:
     """Options of a scripted test double (``get_backbone("scripted:<name>", **options)``)."""
     delay_s: float = field(default=0.0, metadata={"help": "seconds each call sleeps (a slow backbone)", "min": 0})
+    temperature: float = field(default=0.0, metadata={"help": "> 0 doubles for sampling: the reply depends on the call's "
+                                                              "seed (tests of --repeat)", "min": 0})
 
 
 def check_scripted(name: str) -> None:
