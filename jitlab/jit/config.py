@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from jitlab.cluster import check_executor
 from jitlab.errors import ConfigError
 from jitlab.fields import (
     CANDIDATES_MAX,
@@ -116,7 +117,7 @@ class JITConfig:
         return fp
 
     def check(self) -> None:
-        from jitlab.jit.generate.select import SELECTORS
+        from jitlab.jit.generate.select import SELECTORS  # inline: `jitlab --help` reads these fields, not these
         check_fields(self)
         if self.mode not in MODES:
             raise ConfigError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
@@ -139,7 +140,6 @@ class JITConfig:
         if self.concurrency < 1 or (self.mode == "streaming" and self.concurrency > 1):
             raise ConfigError(f"--concurrency {self.concurrency}: streaming solves its tasks in order (use 1); "
                               "static mode may solve several at once")
-        from jitlab.cluster import check_executor
         check_executor(self.executor)
         if self.mode == "streaming" and self.executor != "local":
             raise ConfigError(f"--executor {self.executor}: streaming solves its tasks in order against a bank each "

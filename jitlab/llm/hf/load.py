@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from jitlab.errors import ConfigError
+from jitlab.llm.adapters import load_adapter, trainable
 from jitlab.llm.hf.packaged import embedded_gguf_path, gemma_gguf_path
 from jitlab.paths import data_dir
 
@@ -97,7 +98,6 @@ def _load(directory: Path, gguf_file: str | None, device: str, dtype, convert: b
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
     if (directory / "adapter_config.json").is_file():  # a peft LoRA adapter: its base + the adapter, merged
-        from jitlab.llm.adapters import load_adapter
         tokenizer, model = load_adapter(directory, load_base, dtype)
         return tokenizer, model.to(device).eval(), None
     source, extra, converted = directory, {}, None
@@ -128,7 +128,6 @@ def load_base(spec: str, dtype=None):
     directory), in float32 unless ``dtype`` is given; GGUF goes through jitlab's converted checkpoint."""
     import torch
 
-    from jitlab.llm.adapters import trainable
     if spec in ("embedded", "gemma3-270m"):
         path = embedded_gguf_path() if spec == "embedded" else gemma_gguf_path()
         directory, gguf = path.parent, path.name
