@@ -22,9 +22,12 @@ from pathlib import Path
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import REPEATS_MAX, RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.harness import harness_sha, load_harness, read_files, resolve, seed_bank_dir
+from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.llm.pricing import known_price
 from jitlab.progress import Progress
+from jitlab.repeats import check_repeat, repeat_seeds, samples
 from jitlab.runtime import (
     EPISODE_MAX_TOKENS,
     EPISODE_MAX_WALL_S,
@@ -36,9 +39,11 @@ from jitlab.runtime import (
     SpendCapReached,
     run_episode,
 )
+from jitlab.sandbox import SandboxConfig, SandboxedAgent
+from jitlab.sandbox.runner import require_isolation
 from jitlab.store import FINAL, RunStore, summarize
 
-__all__ = ["RunConfig", "cost_estimate", "default_out", "drive_episode", "known_price", "run"]
+__all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry", "run"]
 
 # fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
 # (so a run stopped by its spend cap resumes with a higher one)
@@ -106,7 +111,6 @@ def _agent_factory(cfg: RunConfig, suite):
         if not hasattr(suite, "oracle"):
             raise ConfigError(f"suite {cfg.suite} has no oracle")
         return "oracle", f"oracle:{cfg.suite}", "trusted (oracle)", lambda env, llm: suite.oracle(env)
-    from jitlab.harness import load_harness, resolve, seed_bank_dir
     folder = resolve(cfg.harness)
     trusted = folder.parent in (seed_bank_dir().resolve(), (seed_bank_dir() / "case_studies").resolve())  # resolved library code
     harness = load_harness(folder) if trusted else None
@@ -117,9 +121,6 @@ def _agent_factory(cfg: RunConfig, suite):
         harness = harness or load_harness(folder)
         label = "in-process (trusted seed)" if trusted else "NONE: untrusted code ran unisolated (--allow-unisolated)"
         return harness.name, harness.sha, label, lambda env, llm: HarnessAgent(harness, llm)
-    from jitlab.harness import harness_sha, read_files
-    from jitlab.sandbox import SandboxConfig, SandboxedAgent
-    from jitlab.sandbox.runner import require_isolation
     sb_cfg = SandboxConfig(allow_unisolated=cfg.allow_unisolated)
     label = require_isolation(sb_cfg)  # refuses here, before any episode, when bubblewrap is unusable
     return folder.name, harness_sha(read_files(folder)), label, lambda env, llm: SandboxedAgent(folder, llm, sb_cfg)
@@ -143,6 +144,32 @@ def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed:
         if env is not None:
             env.close()
     return result
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before retrying an episode whose ``attempt``-th try failed on infrastructure."""
+    return min(2.0, 0.1 * 2 ** attempt)
+
+
+def retry(retries: int, finished, spend: RunSpend, attempt, stop: threading.Event | None = None) -> None:
+    """The retry/resume loop of one episode, shared by ``run`` and the JIT loop (jitlab.jit.loop): at most
+    ``retries + 1`` tries. Before each it stops when ``stop`` is set, when ``finished()`` is true (a final episode
+    is recorded: a resumed run skips it) or when the run's spend cap is reached (noted in ``spend.stopped``).
+    ``attempt()`` makes one try and returns the seconds to wait before the next, or None when none is due (the
+    episode is final, or stopped at the spend cap)."""
+    for _ in range(retries + 1):
+        if stop is not None and stop.is_set():
+            return
+        if finished():
+            return
+        if spend.reached():  # no new episode once the run's cap is reached
+            spend.stopped = spend.stopped or spend.reached()
+            return
+        pause = attempt()
+        if pause is None:
+            return
+        if pause:
+            time.sleep(pause)
 
 
 def cost_estimate(cfg: RunConfig, episodes: int) -> str:
@@ -175,7 +202,6 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
     if not tasks:
         past = f" from offset {cfg.offset} (it has {len(every)}); lower --offset" if every else ""
         raise ConfigError(f"no tasks in suite {cfg.suite} split {cfg.split} family {cfg.family}{past}")
-    from jitlab.repeats import check_repeat, repeat_seeds, samples
     varies = check_repeat(suite, cfg.backbone_options, cfg.repeat)
     episodes = [(task, seed) for seed in repeat_seeds(cfg.seed, cfg.repeat) for task in tasks]  # repeat-major
     out = Path(cfg.out) if cfg.out else default_out(cfg)
@@ -185,7 +211,6 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
     elif (backbone.name, backbone.options) != (cfg.backbone, cfg.backbone_options):
         raise ConfigError(f"run: the shared backbone is {backbone.id}, the config names {cfg.backbone}; pass its own")
     budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
-    from jitlab.llm.cache import default_cache
     cache = default_cache() if cfg.cache else None
     store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
     if spend is None:
@@ -201,16 +226,10 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
 
     def one(item) -> None:
         task, seed = item
-        for _ in range(cfg.retries + 1):
-            if stop.is_set():
-                return
-            status, attempt = store.status_of(sha, task.id, seed)
-            if status in FINAL:
-                return
-            if spend.reached():  # no new episode once the run's cap is reached
-                spend.stopped = spend.stopped or spend.reached()
-                return
-            episode = store.start_episode(harness_name, sha, task, seed, attempt, isolation)
+
+        def attempt() -> float | None:
+            _, attempt_no = store.status_of(sha, task.id, seed)
+            episode = store.start_episode(harness_name, sha, task, seed, attempt_no, isolation)
             llm = LLMHandle(backbone, budget, cache, on_call=lambda c, e=episode: store.log_call(e, c), seed=seed,
                             spend=spend, sample_seed=samples(cfg.backbone_options))
             result = drive_episode(suite, task, lambda env, llm=llm: make_agent(env, llm), llm, budget, seed,
@@ -226,8 +245,9 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
             if result.status in FINAL:
                 bar.update(success=result.success, tokens=llm.tokens, cost=llm.cost)
             if result.status in FINAL or result.status == "spend_cap":
-                return
-            time.sleep(min(2.0, 0.1 * 2 ** attempt))
+                return None
+            return backoff(attempt_no)
+        retry(cfg.retries, lambda: store.status_of(sha, task.id, seed)[0] in FINAL, spend, attempt, stop)
 
     try:
         if cfg.concurrency <= 1:

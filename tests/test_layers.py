@@ -7,7 +7,7 @@ seeds, seed_bank), then jit, then experiments.py and batch.py (which run grids a
 engineer, then cli, then the package root (jitlab/__init__.py, which re-exports a few starting names lazily; an
 import of the root itself is no edge, since importing any jitlab module imports it first). A module may import its
 own layer and the layers below it, except that viz only reads runs back: it imports none of the modules that start
-one (runner, jit.inference, cluster, experiments, batch).
+one (runner, jit.inference and its loop and worker, cluster, experiments, batch).
 Inside the foundation: the families llm, envs and modules build on core only, a resolved seed imports only
 jitlab.protocol and jitlab.harnesskit, and protocol.py and errors.py import no jitlab module.
 """
@@ -27,7 +27,8 @@ RANK = {"core": 0, **{f: 0 for f in FAMILIES}, "jit": 1, "experiments": 2, "batc
 ALLOWED = {"llm": {"core"}, "envs": {"core"}, "modules": {"core"}}
 SEED_IMPORTS = {"jitlab.protocol", "jitlab.harnesskit"}
 # what viz must not import: the modules that start runs (viz reads their records back)
-RUNS_STARTERS = {"jitlab.runner", "jitlab.jit.inference", "jitlab.cluster", "jitlab.experiments", "jitlab.batch"}
+RUNS_STARTERS = {"jitlab.runner", "jitlab.jit.inference", "jitlab.jit.loop", "jitlab.jit.worker", "jitlab.cluster",
+                 "jitlab.experiments", "jitlab.batch"}
 
 
 def module_names() -> dict[str, Path]:

@@ -42,7 +42,7 @@ def cmd_jit(args) -> int:
 
 def add_jit_commands(subparsers) -> None:
     """Register ``jit`` on an argparse subparsers object."""
-    from jitlab.jit.inference import JITConfig
+    from jitlab.jit.config import JITConfig  # the fields only: --help stays light
     p = subparsers.add_parser("jit", help="just-in-time harness inference (static or streaming; resumable)")
     add_config_arguments(p, JITConfig, required=("suite",))
     p.set_defaults(func=cmd_jit)

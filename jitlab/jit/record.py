@@ -46,13 +46,13 @@ class JITTaskRecord:
     nearest_reference: str | None = field(default=None, metadata={"help": "sha of the best reference"})
     reference_names: list | None = field(default=None, metadata={"help": "names of the references"})
     bank_size_before: int | None = field(default=None, metadata={"help": "bank entries before the task"})
+    choose_s: float | None = field(default=None, metadata={"help": "seconds spent choosing the harness"})
+    jit: dict | None = field(default=None, metadata={"help": "selector, candidates, repair transitions, "
+                                                             "fallback_reason, avoided"})
     bank_size_after: int | None = field(default=None, metadata={"help": "bank entries after its update"})
     frontier: list | None = field(default=None, metadata={"help": "the Pareto frontier (shas) after the task"})
     bank_update: dict | None = field(default=None, metadata={"help": "entered_frontier, on_frontier, removed, "
                                                                      "dominated_by"})
-    choose_s: float | None = field(default=None, metadata={"help": "seconds spent choosing the harness"})
-    jit: dict | None = field(default=None, metadata={"help": "selector, candidates, repair transitions, "
-                                                             "fallback_reason, avoided"})
     other: dict = field(default_factory=dict, metadata={"help": "recorded keys this version does not know"})
 
     @property
@@ -64,9 +64,10 @@ class JITTaskRecord:
         """A repair round fixed the candidate that ran."""
         return any(t.get("outcome") == "fixed" for t in (self.jit or {}).get("repair") or [])
 
-    def as_dict(self) -> dict:
-        """The recorded keys (those that are set) as ``extra`` holds them."""
-        out = {k: v for k, v in asdict(self).items() if v is not None and k != "other"}
+    def as_dict(self, nulls: tuple = ()) -> dict:
+        """The recorded keys (those that are set, and those named in ``nulls`` even when None) as ``extra`` holds
+        them, in field order."""
+        out = {k: v for k, v in asdict(self).items() if (v is not None or k in nulls) and k != "other"}
         return {**out, **self.other}
 
 

@@ -8,7 +8,8 @@
         llm = get_backbone(server.backbone, api_base=server.api_base)
 
 How: ``transformers serve`` 5.x cannot load the embedded GGUF itself (it reads ``config.architectures``,
-which a GGUF-derived config lacks), so :func:`materialize_gguf` loads the GGUF with ``gguf_file=``
+which a GGUF-derived config lacks), so :func:`materialize_gguf` (jitlab.llm.hf.load, the converter the hf
+backbone loads GGUF through too) loads the GGUF with ``gguf_file=``
 (de-quantizing it to float32), copies the weights into a fresh ``LlamaForCausalLM`` built from a
 config without the GGUF quantization entry, and saves it with its tokenizer and chat template. The
 folder is cached under ``JITLAB_HOME/data/models/`` (about 540 MB; written atomically, keyed by the
@@ -27,80 +28,26 @@ slightly). ``transformers serve`` generates one request at a time without ``--co
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from jitlab.errors import ConfigError, InfraError
+from jitlab.llm.hf.load import materialize_gguf
+from jitlab.llm.hf.packaged import embedded_gguf_path
 
 __all__ = ["LocalServer", "materialize_embedded", "materialize_gguf", "serve_command"]
 
 
-def _folder_for(gguf: Path, cache_dir: Path | None) -> Path:
-    import transformers
-
-    from jitlab.paths import data_dir
-    stat = gguf.stat()
-    key = f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}|llama-hf"
-    root = Path(cache_dir) if cache_dir is not None else data_dir("models")
-    return root / f"{gguf.stem}-hf-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-
-
-def materialize_gguf(gguf: str | Path, target: str | Path | None = None, cache_dir: str | Path | None = None) -> Path:
-    """A plain Hugging Face folder (config.json with ``architectures``, safetensors, tokenizer) of a
-    Llama-family GGUF file, de-quantized to float32. Written once to ``target`` (default: a folder
-    under ``cache_dir`` or ``JITLAB_HOME/data/models`` keyed by the file); later calls return it."""
-    gguf = Path(gguf).expanduser()
-    if not gguf.is_file():
-        raise ConfigError(f"no GGUF file {gguf}; pass the path of a .gguf file")
-    folder = Path(target) if target is not None else _folder_for(gguf, Path(cache_dir) if cache_dir else None)
-    if (folder / "DONE").is_file():
-        return folder
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True,
-                                                      dtype="float32")
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"could not load {gguf} as a causal LM (needs the `gguf` and `accelerate` packages): "
-                          f"{exc}") from exc
-    # a fresh model from a config without the GGUF "quantization": it saves and reloads as plain floats
-    settings = loaded.config.to_dict()
-    settings.pop("quantization_config", None)
-    settings["architectures"] = [type(loaded).__name__]
-    config = AutoConfig.for_model(**settings)
-    model = type(loaded)(config)
-    model.load_state_dict(loaded.state_dict(), strict=True)
-    model.generation_config = loaded.generation_config
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}.{threading.get_ident()}")
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "DONE").write_text(f"materialised by jitlab.llm.serve from {gguf}\n")
-        os.replace(tmp, folder)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if (folder / "DONE").is_file():    # another process finished first: its copy is as good
-            return folder
-        raise ConfigError(f"could not write the model folder {folder}: {exc}; free space or pass target=") from exc
-    return folder
-
-
 def materialize_embedded(target: str | Path | None = None, cache_dir: str | Path | None = None) -> Path:
     """The embedded SmolLM2-135M-Instruct as a plain Hugging Face folder (see :func:`materialize_gguf`)."""
-    from jitlab.llm.hf import embedded_gguf_path
     return materialize_gguf(embedded_gguf_path(), target, cache_dir)
 
 

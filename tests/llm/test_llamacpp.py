@@ -172,7 +172,7 @@ def test_prompt_rendering_equals_hf(smol):
     transformers = pytest.importorskip("transformers")
     from jitlab.llm import hf
     path = hf.embedded_gguf_path()
-    converted = hf._converted_dir(path.parent, path.name)
+    converted = hf.gguf_folder(path)
     source, extra = (converted, {}) if (converted / "DONE").is_file() else (path.parent, {"gguf_file": path.name})
     tok = transformers.AutoTokenizer.from_pretrained(source, local_files_only=True, **extra)
     conversations = [QUESTION,

@@ -70,7 +70,7 @@ from jitlab.llm.base import backend_config
 # the package's parts, one job each; their names are re-exported here (callers and tests use jitlab.llm.hf.<name>)
 from jitlab.llm.hf.engine import _ENGINES, _Engine, _engine, _plain_prompt, _Request  # noqa: F401
 from jitlab.llm.hf.internals import _GROWTH, _cache_arg, _full_attention_only, _growing_cache  # noqa: F401
-from jitlab.llm.hf.load import _converted_dir, _load, _parse_spec, load_base  # noqa: F401
+from jitlab.llm.hf.load import _load, _parse_spec, gguf_folder, load_base, materialize_gguf  # noqa: F401
 from jitlab.llm.hf.packaged import (  # noqa: F401
     EMBEDDED_FILE,
     EMBEDDED_ID,
