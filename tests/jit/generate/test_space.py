@@ -113,3 +113,20 @@ def test_repair_can_point_at_hooks():
     before = cand.meta["choices"]["H"]["path"]
     fixed = gen.repair(cand, {"kind": "runtime_error", "file": "hooks.py", "message": "boom"}, GAME_TASK)
     assert fixed.meta["repaired_role"] == "H" and fixed.meta["choices"]["H"]["path"] != before
+
+
+def test_plan_format_has_an_optional_hooks_field():
+    from jitlab.jit.generate.plan import PlanError, check_plan, plan_files, plan_messages, plan_of, plan_text
+    base = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"}
+    assert "hooks.py" not in plan_files(base) and plan_of(plan_files(base)) == base   # seeds' plans stay as they are
+    hooked = {**base, "hooks": "RuleHooks", "params": {"H": {"block_after": 2}}}
+    files = plan_files(hooked)
+    assert "class Hooks(" in files["hooks.py"] and plan_of(files) == hooked
+    assert plan_text({**base, "hooks": "none"}) == plan_text(base)
+    try:
+        check_plan({**base, "hooks": "MagicHooks"})
+    except PlanError as exc:
+        assert "hooks must be one of none, " in str(exc) and "RealisationHooks" in str(exc)
+    else:
+        raise AssertionError("an unknown hooks class was accepted")
+    assert "hooks (optional): none, " in plan_messages(GAME_TASK, [])[0]["content"]
