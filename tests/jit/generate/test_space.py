@@ -130,3 +130,11 @@ def test_plan_format_has_an_optional_hooks_field():
     else:
         raise AssertionError("an unknown hooks class was accepted")
     assert "hooks (optional): none, " in plan_messages(GAME_TASK, [])[0]["content"]
+
+
+def test_code_generator_prompt_shows_the_hooks_slot_and_its_options():
+    from jitlab.jit.generate.code import CodeGenerator
+    system = CodeGenerator("code:scripted:look").messages(GAME_TASK, [])[0]["content"]
+    assert "hooks.py (optional, the hooks slot H): class Hooks" in system
+    assert "jitlab.modules.realisation.RealisationHooks (H):" in system
+    assert "jitlab.modules.sql.SqlAction (A):" in system and " none (H)" not in system
