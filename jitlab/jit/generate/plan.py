@@ -7,7 +7,8 @@
 
 A plan names one library module per role (M memory, P planner, F capability policy, A action; class names from
 :func:`jitlab.jit.generate.library.catalogue`), optionally ``hooks`` (the hooks slot H: a hook class such as
-``RealisationHooks``, or ``none``, the default: no ``hooks.py``; its parameters go under ``params["H"]``), a prompt (a shipped variant, ``react``/``goal``/``terse``, or a seed's
+``RealisationHooks``, or ``none``, the default: no ``hooks.py``; its parameters go under ``params["H"]``), a prompt
+(a shipped variant, ``react``/``goal``/``terse``, or a seed's
 prompt, ``seed:<name>``; baselines such as ``random`` offer none) and, optionally, ``params`` overriding module
 fields. It is 45-75 tokens, against the 3.5k-token prompt and ~500-token reply of ``code:``, which is what a 135M
 model can learn to write (issue 12; the meta-agent is trained on this format by :mod:`jitlab.train`).
