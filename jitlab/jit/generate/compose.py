@@ -67,7 +67,9 @@ _ROLE_HELP = {
 }
 _PROMPT_HELP = {"react": "thought then action, the standard step prompt",
                 "goal": "keep the goal in view, check progress, never repeat a useless command",
-                "terse": "the shortest prompt, action only"}
+                "terse": "the shortest prompt, action only",
+                "choose": "task then history, the commands scored as the reply (likelihood choice)",
+                "sql": "write one SQL statement (keyword prefilled)"}
 
 
 @dataclass
@@ -254,6 +256,10 @@ class ComposeGenerator:
     def _candidate(self, choices: dict[str, Choice], strategy: str, parents: list[str], index: int, note: str,
                    task: dict, llm, tried: dict | None = None) -> Candidate:
         self._score_all(task, llm)
+        needs = [FITS[c.path].prompt for r, c in choices.items() if r in SPACE and c.kind == "library"
+                 and c.path in FITS and FITS[c.path].prompt]
+        if needs and choices["prompt"].text != prompt_variants()[needs[0]]:  # the prompt the mechanism renders with
+            choices = {**choices, "prompt": _variant(needs[0])}
         logprob = 0.0
         for role in SPACE:
             c = choices[role]

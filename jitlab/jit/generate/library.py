@@ -31,7 +31,9 @@ public text and tools only (never its suite, family or id): ``tools`` an option 
 ``commit_answer``), ``words`` of the task's text it suits (EgocentricPlanner: ``steps``, ``left``, ``ahead``...), and
 ``partners``: options it works best with in another role (LikelihoodAction takes its prior from a planner's
 ``Directive.data["prior"]``). ``fit(path, task)`` is None when a needed tool is missing, else a bonus compose adds
-to the backbone's score; partners are preferred, not required (``requirements`` are the hard couplings).
+to the backbone's score; partners are preferred, not required (``requirements`` are the hard couplings); ``prompt``
+is the prompt variant an option renders with (LikelihoodAction's scoring prompt lists no candidates; the other
+variants' templates name ``candidates``, which it does not pass), set by compose whenever the option is chosen.
 
 Caveats: a seed's module file that is more than a thin subclass (methods of its own) is not a library
 choice; ``choices_of`` keeps such a file verbatim (``kind="file"``), so crossover can still reuse it.
@@ -98,6 +100,7 @@ class Fit:
     partners: dict = field(default_factory=dict)  # role -> option paths it works best with there
     bonus: float = 2.0          # added to the backbone's score per matched word (capped at 3 words)
     params: dict = field(default_factory=dict)    # parameters compose sets when it picks the option
+    prompt: str = ""            # the prompt variant (templates/prompts/) the option renders with, when it needs one
 
 
 _PRIOR_PLANNERS = ("jitlab.modules.grounding:GroundedPlanner", "jitlab.modules.navigation:MapPlanner",
@@ -105,7 +108,8 @@ _PRIOR_PLANNERS = ("jitlab.modules.grounding:GroundedPlanner", "jitlab.modules.n
 _TEXT_GAME = ("admissible", "command", "commands", "room", "rooms", "game", "take", "open", "go", "north", "east")
 # the small-model mechanisms' declared fits (each module's docstring says why, under "Couplings")
 FITS = {
-    "jitlab.modules.likelihood:LikelihoodAction": Fit(words=_TEXT_GAME, partners={"P": _PRIOR_PLANNERS}),
+    "jitlab.modules.likelihood:LikelihoodAction": Fit(words=_TEXT_GAME, partners={"P": _PRIOR_PLANNERS},
+                                                      prompt="choose"),
     "jitlab.modules.grounding:GroundedPlanner": Fit(words=("recipe", "cookbook", "meal", "find", "take", "goal",
                                                            "room", "rooms", "admissible"),
                                                     partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",)}),
@@ -115,7 +119,7 @@ FITS = {
                                                               "right", "grid", "pick"),
                                                        partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",)}),
     "jitlab.modules.sql:SqlAction": Fit(tools=("execute_sql", "commit_answer"),
-                                        words=("sql", "table", "columns", "database", "query")),
+                                        words=("sql", "table", "columns", "database", "query"), prompt="sql"),
     "jitlab.modules.realisation:RealisationHooks": Fit(words=("admissible", "command", "commands")),
     "jitlab.modules.hooks:InterventionHooks": Fit(words=("admissible", "command", "commands"),
                                                   params={"normalise": True, "rerank": "untried"}),

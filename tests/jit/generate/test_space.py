@@ -138,3 +138,15 @@ def test_code_generator_prompt_shows_the_hooks_slot_and_its_options():
     assert "hooks.py (optional, the hooks slot H): class Hooks" in system
     assert "jitlab.modules.realisation.RealisationHooks (H):" in system
     assert "jitlab.modules.sql.SqlAction (A):" in system and " none (H)" not in system
+
+
+def test_an_option_that_needs_its_prompt_gets_it():
+    """LikelihoodAction renders system/step without ``candidates`` (the commands are scored as the reply), which the
+    react/goal/terse variants name: compose gives it the ``choose`` variant, SqlAction the ``sql`` one."""
+    from jitlab.jit.generate.library import prompt_variants
+    gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score"))
+    game = gen.generate(GAME_TASK, [], index=0)
+    assert game.files["prompt.yaml"].startswith(prompt_variants()["choose"].rstrip())
+    assert "candidates" not in prompt_variants()["choose"]
+    sql = gen.generate(SQL_TASK, [], index=0)
+    assert sql.files["prompt.yaml"].startswith(prompt_variants()["sql"].rstrip())
