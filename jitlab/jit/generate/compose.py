@@ -25,6 +25,9 @@ The space is the five slots of ``protocol.SLOTS``: M, P, F, A and the optional h
 a hook class with the parameters its fit presets, ``library.FITS``). Each option's score is the backbone's plus its
 fit to the task's public text and tools (``library.fit``: an option whose tools the task lacks is not offered), and
 an option's declared partners in a role not yet picked go first there (LikelihoodAction: a planner with a prior).
+With references, ``score``/``sample`` also add ``bank_weight`` times the mean reward of the evaluated references that
+carry an option (the bank's own evaluations on earlier tasks, never the current task's), so streaming JIT drifts
+toward the mechanisms that worked.
 
 Caveats: scores are summed log-likelihoods of short labels (not length-normalised); with a small
 model they are a weak preference, which is why validation and the bank's evaluations do the rest.
@@ -81,6 +84,8 @@ class ComposeConfig:
                                                                 "re-picking a module"})
     seed: int = field(default=0, metadata={"help": "seed of sampling, mutation and crossover"})
     score_prompt: bool = field(default=True, metadata={"help": "score the prompt variants too (else 'react')"})
+    bank_weight: float = field(default=2.0, metadata={"help": "added to an option's score per unit of mean reward of the "
+                                                              "evaluated references that carry it (0: off)"})
 
 
 class ComposeGenerator:
@@ -138,8 +143,10 @@ class ComposeGenerator:
         result["_method"] = method  # type: ignore[assignment]
         return result
 
-    def _ranked(self, role: str, task: dict, llm, rng: random.Random | None = None) -> list[str]:
-        scores = {k: v for k, v in self.scores(role, task, llm).items() if k != "_method"}
+    def _ranked(self, role: str, task: dict, llm, rng: random.Random | None = None,
+                bonus: dict | None = None) -> list[str]:
+        bonus = bonus or {}
+        scores = {k: v + bonus.get(k, 0.0) for k, v in self.scores(role, task, llm).items() if k != "_method"}
         keys = list(scores)
         if rng is None:
             return sorted(keys, key=lambda k: (-scores[k], keys.index(k)))
@@ -148,8 +155,21 @@ class ComposeGenerator:
         return sorted(keys, key=lambda k: -noisy[k])
 
     # -- strategies ---------------------------------------------------------------------------------
-    def _pick(self, task: dict, llm, rng: random.Random | None) -> dict[str, Choice]:
+    def bank_bonus(self, references: list[Reference]) -> dict[str, float]:
+        """{option path: bonus}: ``bank_weight`` times the mean, over the evaluated references carrying the option, of
+        their mean reward (options of unevaluated references get nothing)."""
+        rewards: dict[str, list[float]] = {}
+        for ref in references:
+            if not ref.evaluated or ref.mean_reward is None:
+                continue
+            for role, c in choices_of(ref.files, ref.sha).items():
+                if role in SPACE and c.kind == "library":
+                    rewards.setdefault(c.path, []).append(float(ref.mean_reward))
+        return {p: self.config.bank_weight * sum(v) / len(v) for p, v in rewards.items()}
+
+    def _pick(self, task: dict, llm, rng: random.Random | None, references: list[Reference] = ()) -> dict[str, Choice]:
         """Each role's best (or sampled) option that the couplings allow."""
+        bonus = self.bank_bonus(list(references)) if self.config.bank_weight else {}
         picks: dict[str, str] = {}
         forced: dict[str, str] = {}
         reqs = requirements()
@@ -157,7 +177,7 @@ class ComposeGenerator:
             if role in forced:
                 picks[role] = forced[role]
                 continue
-            ranked = self._ranked(role, task, llm, rng)
+            ranked = self._ranked(role, task, llm, rng, bonus)
             partners = [p for picked in picks.values() for p in getattr(FITS.get(picked), "partners", {}).get(role, ())]
             ranked = [p for p in ranked if p in partners] + [p for p in ranked if p not in partners]
             for path in ranked:
@@ -227,7 +247,7 @@ class ComposeGenerator:
             choices, note = self._crossover(choices_of(references[0].files, references[0].sha),
                                             choices_of(references[1].files, references[1].sha), rng)
         else:
-            choices = self._pick(task, llm, rng if strategy == "sample" else None)
+            choices = self._pick(task, llm, rng if strategy == "sample" else None, references)
         return self._candidate(choices, strategy, parents, index, note, task, llm)
 
     def _strategy(self, references: list[Reference], index: int) -> str:

@@ -150,3 +150,21 @@ def test_an_option_that_needs_its_prompt_gets_it():
     assert "candidates" not in prompt_variants()["choose"]
     sql = gen.generate(SQL_TASK, [], index=0)
     assert sql.files["prompt.yaml"].startswith(prompt_variants()["sql"].rstrip())
+
+
+def test_bank_statistics_move_the_choice_toward_what_worked():
+    """Evaluated references lend their options a bonus by mean reward: the same task composes differently once the
+    bank says a mechanism worked (and not at all with bank_weight=0)."""
+    from jitlab.jit.generate import Reference
+    gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score"))
+    plain = gen.generate(GRID_TASK, [], index=0).meta["choices"]
+    worked = gen.generate(GAME_TASK, [], index=0)            # a harness with some other planner, say it scored 1.0
+    other = worked.meta["choices"]["P"]["path"]
+    assert other != plain["P"]["path"]
+    ref = Reference(worked.sha, worked.name, "", worked.files, 1.0, True, 1.0)
+    assert gen.bank_bonus([ref])[other] == 2.0
+    assert gen.bank_bonus([Reference(worked.sha, worked.name, "", worked.files, 1.0, False, None)]) == {}
+    moved = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", bank_weight=10.0))
+    assert moved.generate(GRID_TASK, [ref], index=0).meta["choices"]["P"]["path"] == other
+    off = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", bank_weight=0.0))
+    assert off.generate(GRID_TASK, [ref], index=0).meta["choices"]["P"]["path"] == plain["P"]["path"]
