@@ -269,7 +269,8 @@ def _draw_bus(svg: _Svg, edges: dict, xs: dict, top: float, box_h: float, bus_y:
 
 
 def _draw_hooks(svg: _Svg, a: Anatomy, hooks_y: float) -> None:
-    """The lifecycle hooks band: each hook, filled in the colour of the module that defines it."""
+    """The lifecycle hooks band: each hook, filled in the colour of the module that defines it, then the hooks slot's
+    label when the harness has a hooks.py."""
     svg.rect(_X0, hooks_y, _W - 2 * _X0, 36, fill="#fafafa", stroke="#ccc", rx=6, width=1)
     svg.text(_X0 + 12, hooks_y + 22, "lifecycle hooks", size=11, weight="bold", fill="#555")
     px = _X0 + 120
@@ -287,6 +288,8 @@ def _draw_hooks(svg: _Svg, a: Anatomy, hooks_y: float) -> None:
             svg.rect(px, hooks_y + 7, w, 22, fill="#fff", stroke="#bbb", rx=11, width=1, dash="3,3")
             svg.text(px + w / 2, hooks_y + 22, label, size=11, fill="#aaa", anchor="middle", family=_MONO)
         px += w + 14
+    if "H" in a.slots:  # the hooks slot (hooks.py): name what fills it
+        svg.text(px, hooks_y + 22, f"H: {a.slots['H'].label}", size=11, weight="bold", fill=_COLORS["H"])
 
 
 def _draw_environment(svg: _Svg, xs: dict, top: float, box_h: float, env_y: float, ay: float) -> None:

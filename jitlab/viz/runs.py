@@ -162,7 +162,7 @@ def harness_anatomies(rec: dict, trust_code: bool = False) -> dict:
     return out
 
 
-MECHANISM_TASK_COLUMNS = ["id", "task_id", "stream_index", "harness_sha", "harness_name", "M", "P", "F", "A",
+MECHANISM_TASK_COLUMNS = ["id", "task_id", "stream_index", "harness_sha", "harness_name", "M", "P", "F", "A", "H",
                           "mechanisms", "case_studies", "modules_from", "success", "reward", "n_candidates",
                           "candidates_read"]
 MECHANISM_COLUMNS = ["mechanism", "role", "case_studies", "tasks_chosen", "success_chosen", "reward_chosen",
@@ -193,7 +193,8 @@ def mechanism_usage(run):
     Returns two DataFrames:
 
     - ``tasks`` (``MECHANISM_TASK_COLUMNS``), one row per finished task: the harness that ran (sha, name), the
-      library class each role derives from (``M``/``P``/``F``/``A``, class names), the case-study ``mechanisms``
+      library class each role derives from (``M``/``P``/``F``/``A``, class names; ``H`` the hooks slot's, ``none``
+      without a hooks.py, None for a record written before issue 29 had it), the case-study ``mechanisms``
       among them and their ``case_studies``, ``success``/``reward``, and for JIT tasks the candidates generated
       (``n_candidates``) and how many of them had readable modules (``candidates_read``);
     - ``mechanisms`` (``MECHANISM_COLUMNS``), one row per mechanism: tasks whose harness used it, success rate and
@@ -207,7 +208,7 @@ def mechanism_usage(run):
     library base, :func:`jitlab.jit.generate.library.library_class`), so it is what ran, whatever generated it."""
     import pandas as pd
 
-    from jitlab.jit.generate.library import ROLES, case_study_mechanisms, option
+    from jitlab.jit.generate.library import SPACE, case_study_mechanisms, option
     rec = run if isinstance(run, dict) else open_run(run)
     run_dir = Path(rec["run_dir"])
     mechanisms = case_study_mechanisms()
@@ -225,7 +226,7 @@ def mechanism_usage(run):
         used = [p for p in (modules or {}).values() if p in mechanisms]
         rows.append({"id": r["id"], "task_id": r["task_id"], "stream_index": x.stream_index,
                      "harness_sha": r["harness_sha"], "harness_name": x.harness_name or r["harness"],
-                     **{role: short((modules or {}).get(role)) for role in ROLES},
+                     **{role: short((modules or {}).get(role)) for role in SPACE},
                      "mechanisms": [short(p) for p in used],
                      "case_studies": sorted({n.split("/")[-1] for p in used for n in mechanisms[p]}),
                      "modules_from": source, "success": bool(r["success"]), "reward": float(r["reward"] or 0.0),

@@ -246,3 +246,18 @@ def test_every_seed_has_an_anatomy(tmp_path):
     for name, path in zip(names, paths, strict=True):
         assert set("MPFA") <= set(anatomy(name).slots)
         ET.parse(path)
+
+
+def test_a_composed_hooks_slot_is_drawn(tmp_path):
+    """Issue 29: a harness whose hooks.py compose filled shows the H slot, its hooks and its label in the SVG."""
+    from jitlab.harness import read_files, seed_bank_dir
+    from jitlab.jit.generate.library import Choice, choices_of, render_files
+    choices = choices_of(read_files(seed_bank_dir() / "react"))
+    choices["H"] = Choice("H", "library", "jitlab.modules.hooks:RuleHooks", {"block_after": 1})
+    folder = tmp_path / "hooked"
+    folder.mkdir()
+    for name, text in render_files(choices, name="hooked", lineage={}).items():
+        (folder / name).write_text(text)
+    a = anatomy(folder)
+    assert "H" in a.slots and "H" in a.hooks["pre_action"] and "H" in a.hooks["post_feedback"]
+    assert "H: " in a._repr_svg_() and "H" not in anatomy("react").slots

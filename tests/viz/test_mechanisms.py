@@ -47,7 +47,8 @@ def run(tmp_path_factory):
 
 
 def _paths(files) -> set:
-    return {c.path for r, c in choices_of(files).items() if r != "prompt" and c.kind == "library"}
+    """The library classes of the four module roles (the hooks slot H is checked on its own)."""
+    return {c.path for r, c in choices_of(files).items() if r not in ("prompt", "H") and c.kind == "library"}
 
 
 def test_counts_and_success_match_the_records(run):
@@ -61,6 +62,8 @@ def test_counts_and_success_match_the_records(run):
         assert row.reward == pytest.approx(float(done.loc[row.task_id, "reward"]))
         used[row.task_id] = _paths(read_files(run / "harnesses" / done.loc[row.task_id, "harness_sha"]))
         assert {row.M, row.P, row.F, row.A} == {p.split(":")[1] for p in used[row.task_id]}
+        hooks = choices_of(read_files(run / "harnesses" / done.loc[row.task_id, "harness_sha"]))["H"]
+        assert row.H == hooks.path.split(":")[-1]
         assert set(row.mechanisms) == {p.split(":")[1] for p in used[row.task_id] if p in case_study_mechanisms()}
     turnstile = _paths(read_files(seed_bank_dir() / TURNSTILE)) & set(case_study_mechanisms())
     assert turnstile and all(turnstile <= used[t] for t in ("toy-dev-0", "toy-dev-2"))

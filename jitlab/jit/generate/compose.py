@@ -21,6 +21,14 @@ Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by c
     auto       index 0: copy if the top reference has mean reward 1 on similar tasks, mutate if it
                has any reward, else score; index 1: mutate; 2: crossover; 3+: sample
 
+The space is the five slots of ``protocol.SLOTS``: M, P, F, A and the optional hooks H (``none``: no ``hooks.py``, or
+a hook class with the parameters its fit presets, ``library.FITS``). Each option's score is the backbone's plus its
+fit to the task's public text and tools (``library.fit``: an option whose tools the task lacks is not offered), and
+an option's declared partners in a role not yet picked go first there (LikelihoodAction: a planner with a prior).
+With references, ``score``/``sample`` also add ``bank_weight`` times the mean reward of the evaluated references that
+carry an option (the bank's own evaluations on earlier tasks, never the current task's), so streaming JIT drifts
+toward the mechanisms that worked.
+
 Caveats: scores are summed log-likelihoods of short labels (not length-normalised); with a small
 model they are a weak preference, which is why validation and the bank's evaluations do the rest.
 Randomness is seeded by (task id, candidate index, config seed), so a rerun is identical.
@@ -36,10 +44,12 @@ from dataclasses import asdict, dataclass, field
 from jitlab.jit.generate.base import Candidate, Reference, render
 from jitlab.jit.generate.library import (
     BASIC,
-    ROLES,
+    FITS,
+    SPACE,
     Choice,
     catalogue,
     choices_of,
+    fit,
     option,
     prompt_variants,
     render_files,
@@ -55,11 +65,14 @@ _ROLE_HELP = {
     "P": "it turns that view into a local directive (a subgoal, a plan step) for the next decision.",
     "F": "it decides which tools are exposed at each step.",
     "A": "it calls the model and turns its reply into the next action.",
+    "H": "lifecycle hooks that check or rewrite the action before it is sent (or none).",
     "prompt": "the text that tells the model how to act and reply.",
 }
 _PROMPT_HELP = {"react": "thought then action, the standard step prompt",
                 "goal": "keep the goal in view, check progress, never repeat a useless command",
-                "terse": "the shortest prompt, action only"}
+                "terse": "the shortest prompt, action only",
+                "choose": "task then history, the commands scored as the reply (likelihood choice)",
+                "sql": "write one SQL statement (keyword prefilled)"}
 
 
 @dataclass
@@ -71,6 +84,8 @@ class ComposeConfig:
                                                                 "re-picking a module"})
     seed: int = field(default=0, metadata={"help": "seed of sampling, mutation and crossover"})
     score_prompt: bool = field(default=True, metadata={"help": "score the prompt variants too (else 'react')"})
+    bank_weight: float = field(default=2.0, metadata={"help": "added to an option's score per unit of mean reward of the "
+                                                              "evaluated references that carry it (0: off)"})
 
 
 class ComposeGenerator:
@@ -106,7 +121,7 @@ class ComposeGenerator:
 
     def _score(self, role: str, task: dict, llm) -> dict[str, float]:
         options = self._options(role)
-        human = ROLES[role][3] if role in ROLES else "prompt"
+        human = SPACE[role][3] if role in SPACE else "prompt"
         prompt = render("compose_score.j2", task=task, human=human, role_help=_ROLE_HELP[role],
                         options=[{"label": lab, "description": desc} for _, lab, desc in options])
         messages = [{"role": "user", "content": prompt}]
@@ -120,12 +135,18 @@ class ComposeGenerator:
             named = max((lab for lab in labels if lab in reply), key=len, default=None)
             raw = [0.0 if lab == named else -1.0 - 1e-3 * i for i, lab in enumerate(labels)]
             method = "chat"
-        result = {k: float(s) for (k, _, _), s in zip(options, raw)}
+        result = {}
+        for (k, _, _), s in zip(options, raw):
+            bonus = fit(k, task) if role != "prompt" else 0.0
+            if bonus is not None:  # None: the option needs a tool the task lacks
+                result[k] = float(s) + bonus
         result["_method"] = method  # type: ignore[assignment]
         return result
 
-    def _ranked(self, role: str, task: dict, llm, rng: random.Random | None = None) -> list[str]:
-        scores = {k: v for k, v in self.scores(role, task, llm).items() if k != "_method"}
+    def _ranked(self, role: str, task: dict, llm, rng: random.Random | None = None,
+                bonus: dict | None = None) -> list[str]:
+        bonus = bonus or {}
+        scores = {k: v + bonus.get(k, 0.0) for k, v in self.scores(role, task, llm).items() if k != "_method"}
         keys = list(scores)
         if rng is None:
             return sorted(keys, key=lambda k: (-scores[k], keys.index(k)))
@@ -134,16 +155,32 @@ class ComposeGenerator:
         return sorted(keys, key=lambda k: -noisy[k])
 
     # -- strategies ---------------------------------------------------------------------------------
-    def _pick(self, task: dict, llm, rng: random.Random | None) -> dict[str, Choice]:
+    def bank_bonus(self, references: list[Reference]) -> dict[str, float]:
+        """{option path: bonus}: ``bank_weight`` times the mean, over the evaluated references carrying the option, of
+        their mean reward (options of unevaluated references get nothing)."""
+        rewards: dict[str, list[float]] = {}
+        for ref in references:
+            if not ref.evaluated or ref.mean_reward is None:
+                continue
+            for role, c in choices_of(ref.files, ref.sha).items():
+                if role in SPACE and c.kind == "library":
+                    rewards.setdefault(c.path, []).append(float(ref.mean_reward))
+        return {p: self.config.bank_weight * sum(v) / len(v) for p, v in rewards.items()}
+
+    def _pick(self, task: dict, llm, rng: random.Random | None, references: list[Reference] = ()) -> dict[str, Choice]:
         """Each role's best (or sampled) option that the couplings allow."""
+        bonus = self.bank_bonus(list(references)) if self.config.bank_weight else {}
         picks: dict[str, str] = {}
         forced: dict[str, str] = {}
         reqs = requirements()
-        for role in ROLES:
+        for role in SPACE:
             if role in forced:
                 picks[role] = forced[role]
                 continue
-            for path in self._ranked(role, task, llm, rng):
+            ranked = self._ranked(role, task, llm, rng, bonus)
+            partners = [p for picked in picks.values() for p in getattr(FITS.get(picked), "partners", {}).get(role, ())]
+            ranked = [p for p in ranked if p in partners] + [p for p in ranked if p not in partners]
+            for path in ranked:
                 need = reqs.get(path, {})
                 fixed = {**forced, **picks}
                 if any(r in fixed and fixed[r] != p for r, p in need.items()):
@@ -162,7 +199,7 @@ class ComposeGenerator:
 
     def _mutate(self, parent: dict[str, Choice], task: dict, llm, rng: random.Random) -> tuple[dict[str, Choice], str]:
         choices = {r: Choice(**asdict(c)) for r, c in parent.items()}
-        tunable = [r for r in ROLES if choices[r].kind == "library" and _numeric(option(choices[r].path, r))]
+        tunable = [r for r in SPACE if choices[r].kind == "library" and _numeric(option(choices[r].path, r))]
         if tunable and rng.random() < self.config.mutate_params:
             role = rng.choice(tunable)
             opt = option(choices[role].path, role)
@@ -170,7 +207,7 @@ class ComposeGenerator:
             current = choices[role].params.get(name, default)
             choices[role].params[name] = _perturb(current, rng)
             return choices, f"{role}.{name}: {current!r} -> {choices[role].params[name]!r}"
-        role = rng.choice(list(ROLES) + ["prompt"])
+        role = rng.choice(list(SPACE) + ["prompt"])
         if role == "prompt":
             names = [n for n in self._ranked("prompt", task, llm) if prompt_variants()[n] != choices["prompt"].text]
             if names:
@@ -185,7 +222,7 @@ class ComposeGenerator:
         return choices, f"{role}: {current or 'custom file'} -> {new}"
 
     def _crossover(self, a: dict[str, Choice], b: dict[str, Choice], rng: random.Random) -> tuple[dict[str, Choice], str]:
-        took = {r: rng.choice("ab") for r in list(ROLES) + ["prompt"]}
+        took = {r: rng.choice("ab") for r in list(SPACE) + ["prompt"]}
         choices = {r: Choice(**asdict((a if took[r] == "a" else b)[r])) for r in took}
         _fix_couplings(choices)
         return choices, " ".join(f"{r}<{took[r]}" for r in took)
@@ -210,7 +247,7 @@ class ComposeGenerator:
             choices, note = self._crossover(choices_of(references[0].files, references[0].sha),
                                             choices_of(references[1].files, references[1].sha), rng)
         else:
-            choices = self._pick(task, llm, rng if strategy == "sample" else None)
+            choices = self._pick(task, llm, rng if strategy == "sample" else None, references)
         return self._candidate(choices, strategy, parents, index, note, task, llm)
 
     def _strategy(self, references: list[Reference], index: int) -> str:
@@ -233,14 +270,18 @@ class ComposeGenerator:
         return s
 
     def _score_all(self, task: dict, llm) -> None:
-        for role in list(ROLES) + (["prompt"] if self.config.score_prompt else []):
+        for role in list(SPACE) + (["prompt"] if self.config.score_prompt else []):
             self.scores(role, task, llm)
 
     def _candidate(self, choices: dict[str, Choice], strategy: str, parents: list[str], index: int, note: str,
                    task: dict, llm, tried: dict | None = None) -> Candidate:
         self._score_all(task, llm)
+        needs = [FITS[c.path].prompt for r, c in choices.items() if r in SPACE and c.kind == "library"
+                 and c.path in FITS and FITS[c.path].prompt]
+        if needs and choices["prompt"].text != prompt_variants()[needs[0]]:  # the prompt the mechanism renders with
+            choices = {**choices, "prompt": _variant(needs[0])}
         logprob = 0.0
-        for role in ROLES:
+        for role in SPACE:
             c = choices[role]
             s = self.scores(role, task, llm).get(c.path) if c.kind == "library" else None
             logprob = None if (s is None or logprob is None) else logprob + s
@@ -261,7 +302,7 @@ class ComposeGenerator:
         tried = {r: list(v) for r, v in candidate.meta.get("tried", {}).items()}
         role = role_of_file(diagnostic.get("file"), diagnostic.get("traceback", "") or diagnostic.get("message", ""))
         if role is None:
-            role = next((r for r in ("A", "M", "P", "F") if choices[r].kind != "library"
+            role = next((r for r in ("A", "H", "M", "P", "F") if choices[r].kind != "library"
                          or option(choices[r].path, r).cls != BASIC[r]), "prompt")
         tried.setdefault(role, []).append(choices[role].key())
         if role == "prompt":
@@ -282,7 +323,8 @@ class ComposeGenerator:
 
 def _library(role: str, path: str) -> Choice:
     opt = option(path, role)
-    return Choice(role, "library", opt.path, {}, label=opt.label, source="library")
+    return Choice(role, "library", opt.path, dict(getattr(FITS.get(opt.path), "params", {})), label=opt.label,
+                  source="library")
 
 
 def _variant(name: str) -> Choice:
@@ -309,7 +351,7 @@ def _fix_couplings(choices: dict[str, Choice], keep: str | None = None) -> None:
         for role, path in reqs.get(choices[keep].path, {}).items():
             choices[role] = _library(role, path)
     for _ in range(2):
-        for role in ROLES:
+        for role in SPACE:
             c = choices[role]
             if c.kind != "library":
                 continue

@@ -2,15 +2,18 @@
 couplings learned from the seed bank, and reading a harness's files back into choices.
 
     from jitlab.jit.generate.library import catalogue, choices_of, render_files
-    cat = catalogue()                      # {"M": [Option...], "P": [...], "F": [...], "A": [...]}
+    cat = catalogue()                      # {"M": [Option...], "P": [...], "F": [...], "A": [...], "H": [...]}
     choices = choices_of(files)            # {"M": Choice, ..., "prompt": Choice} for a harness's files
     files = render_files(choices, name=..., lineage=...)   # the five files again
     modules_of(files)                      # {"M": "jitlab.modules.memory:X", ...}: each role's library base class
     case_study_mechanisms()                # {case-study option path: ("case_studies/turnstile", ...)}
 
 Options are discovered from the module library (``jitlab.modules.basic``, the
-``memory``/``planning``/``policy``/``action`` library files and ``case_studies``, whichever exist): every class in a
-module's ``__all__`` that has the role's methods and can be built with no arguments. Its label is
+``memory``/``planning``/``policy``/``action`` library files, ``case_studies``, the small-model mechanisms and the
+hook files, whichever exist): every class in a module's ``__all__`` that has the role's methods and can be built
+with no arguments. The hooks slot (H, ``hooks.py``, optional) takes a class that defines a lifecycle hook
+(``protocol.HOOKS``) and fills no other role, or ``none`` (no ``hooks.py``: the basic option, and what every
+seed has). Its label is
 its name in words, its description the first line of its docstring, its parameters the scalar
 dataclass fields (int, float, bool, str) with their defaults and help.
 
@@ -22,6 +25,15 @@ non-basic option Y in another role, X requires Y.
 ``modules_of`` reads the library class each role's class derives from, also when the file is more than a thin
 subclass (a code generator's own methods); ``case_study_mechanisms`` names, per option of
 ``jitlab.modules.case_studies``, the case-study folders that use it (``EvidenceGatedPolicy``: Turnstile and Pegboard).
+
+Fits (``FITS``): what the small-model mechanisms need of a task and what they say they suit, read from the task's
+public text and tools only (never its suite, family or id): ``tools`` an option needs (SqlAction: ``execute_sql`` and
+``commit_answer``), ``words`` of the task's text it suits (EgocentricPlanner: ``steps``, ``left``, ``ahead``...), and
+``partners``: options it works best with in another role (LikelihoodAction takes its prior from a planner's
+``Directive.data["prior"]``). ``fit(path, task)`` is None when a needed tool is missing, else a bonus compose adds
+to the backbone's score; partners are preferred, not required (``requirements`` are the hard couplings); ``prompt``
+is the prompt variant an option renders with (LikelihoodAction's scoring prompt lists no candidates; the other
+variants' templates name ``candidates``, which it does not pass), set by compose whenever the option is chosen.
 
 Caveats: a seed's module file that is more than a thin subclass (methods of its own) is not a library
 choice; ``choices_of`` keeps such a file verbatim (``kind="file"``), so crossover can still reuse it.
@@ -40,19 +52,23 @@ from pathlib import Path
 
 from jitlab.errors import HarnessError
 from jitlab.jit.generate.base import TEMPLATE_DIR, describe_files, render
-from jitlab.protocol import SLOTS
+from jitlab.protocol import HOOKS, SLOTS
 from jitlab.resolve import parse_source, vendored_names
 
 __all__ = [
     "BASIC",
+    "FITS",
     "LIBRARY_MODULES",
+    "NO_HOOKS",
     "ROLES",
+    "SPACE",
     "ROLE_FILES",
     "Choice",
     "Option",
     "case_study_mechanisms",
     "catalogue",
     "choices_of",
+    "fit",
     "library_class",
     "modules_of",
     "prompt_variants",
@@ -62,16 +78,60 @@ __all__ = [
 ]
 
 # role -> (file, class name, methods the class needs, human name), from the slot table (jitlab.protocol.SLOTS)
-ROLES = {s.letter: (s.file, s.cls, s.required, s.name) for s in SLOTS.values() if not s.optional}
-ROLE_FILES = {spec[0]: role for role, spec in ROLES.items()}
+# role -> (file, class name, methods the class needs, human name), from the slot table (jitlab.protocol.SLOTS):
+# ROLES the four module slots every harness fills, SPACE those plus the optional hooks slot (what a generator picks)
+SPACE = {s.letter: (s.file, s.cls, s.required, s.name) for s in SLOTS.values()}
+ROLES = {r: spec for r, spec in SPACE.items() if not SLOTS[r].optional}
+ROLE_FILES = {spec[0]: role for role, spec in SPACE.items()}
 LIBRARY_MODULES = ("jitlab.modules.basic", "jitlab.modules.memory", "jitlab.modules.planning",
-                   "jitlab.modules.policy", "jitlab.modules.action", "jitlab.modules.case_studies")
-BASIC = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction"}
+                   "jitlab.modules.policy", "jitlab.modules.action", "jitlab.modules.case_studies",
+                   "jitlab.modules.likelihood", "jitlab.modules.navigation", "jitlab.modules.grounding",
+                   "jitlab.modules.egocentric", "jitlab.modules.sql", "jitlab.modules.hooks",
+                   "jitlab.modules.realisation")
+NO_HOOKS = "none"   # the hooks slot's basic option: no hooks.py
+BASIC = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "H": NO_HOOKS}
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What an option needs of a task and suits in it (module docstring, "Fits")."""
+    tools: tuple = ()           # tool names the task must expose, else the option is not offered
+    words: tuple = ()           # words of the task's text it suits (each present adds to its bonus)
+    partners: dict = field(default_factory=dict)  # role -> option paths it works best with there
+    bonus: float = 2.0          # added to the backbone's score per matched word (capped at 3 words)
+    params: dict = field(default_factory=dict)    # parameters compose sets when it picks the option
+    prompt: str = ""            # the prompt variant (templates/prompts/) the option renders with, when it needs one
+
+
+_PRIOR_PLANNERS = ("jitlab.modules.grounding:GroundedPlanner", "jitlab.modules.navigation:MapPlanner",
+                   "jitlab.modules.egocentric:EgocentricPlanner")
+_TEXT_GAME = ("admissible", "command", "commands", "room", "rooms", "game", "take", "open", "go", "north", "east")
+# the small-model mechanisms' declared fits (each module's docstring says why, under "Couplings")
+FITS = {
+    "jitlab.modules.likelihood:LikelihoodAction": Fit(words=_TEXT_GAME, partners={"P": _PRIOR_PLANNERS},
+                                                      prompt="choose"),
+    "jitlab.modules.grounding:GroundedPlanner": Fit(words=("recipe", "cookbook", "meal", "find", "take", "goal",
+                                                           "room", "rooms", "admissible"),
+                                                    partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",)}),
+    "jitlab.modules.navigation:MapPlanner": Fit(words=("room", "rooms", "exit", "exits", "north", "east", "go"),
+                                                partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",)}),
+    "jitlab.modules.egocentric:EgocentricPlanner": Fit(words=("mission", "steps", "ahead", "forward", "left",
+                                                              "right", "grid", "pick"),
+                                                       partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",)}),
+    "jitlab.modules.sql:SqlAction": Fit(tools=("execute_sql", "commit_answer"),
+                                        words=("sql", "table", "columns", "database", "query"), prompt="sql"),
+    "jitlab.modules.realisation:RealisationHooks": Fit(words=("admissible", "command", "commands")),
+    "jitlab.modules.hooks:InterventionHooks": Fit(words=("admissible", "command", "commands"),
+                                                  params={"normalise": True, "rerank": "untried"}),
+    "jitlab.modules.hooks:RuleHooks": Fit(params={"block_after": 1, "correct_invalid": True, "loop_after": 3}),
+}
 # baselines and helpers that are not choices for a harness
 _EXCLUDE = {"RandomAction", "SubAgent", "TaskDAG"}
 _PARAM_TYPES = (bool, int, float, str)
 # a library traceback's file -> the role its classes play
-_LIBRARY_FILE_ROLE = {"memory.py": "M", "planning.py": "P", "policy.py": "F", "action.py": "A"}
+_LIBRARY_FILE_ROLE = {"memory.py": "M", "planning.py": "P", "policy.py": "F", "action.py": "A", "hooks.py": "H",
+                      "likelihood.py": "A", "sql.py": "A", "navigation.py": "P", "grounding.py": "P",
+                      "egocentric.py": "P", "realisation.py": "H"}
 
 
 @dataclass(frozen=True)
@@ -85,11 +145,11 @@ class Option:
 
     @property
     def cls(self) -> str:
-        return self.path.split(":")[1]
+        return self.path.rpartition(":")[2]
 
     @property
     def module(self) -> str:
-        return self.path.split(":")[0]
+        return self.path.partition(":")[0] if ":" in self.path else ""
 
     def defaults(self) -> dict:
         return {name: default for name, default, _ in self.params}
@@ -147,8 +207,9 @@ def _params(cls) -> tuple:
 
 @lru_cache(maxsize=1)
 def catalogue() -> dict[str, list[Option]]:
-    """{role: [Option, ...]} from the module library, basic option first, then library order."""
-    found: dict[str, dict[str, Option]] = {role: {} for role in ROLES}
+    """{role: [Option, ...]} for M, P, F, A and H from the module library, basic option first, then library
+    order (H: ``none`` first, then the hook classes)."""
+    found: dict[str, dict[str, Option]] = {role: {} for role in SPACE}
     for module_name in LIBRARY_MODULES:
         try:
             module = importlib.import_module(module_name)
@@ -161,10 +222,15 @@ def catalogue() -> dict[str, list[Option]]:
             if not cls.__module__.startswith("jitlab.modules") or not _constructible(cls):
                 continue
             path = f"{cls.__module__}:{cls.__name__}"
-            for role, (_, _, methods, _) in ROLES.items():
-                if all(callable(getattr(cls, m, None)) for m in methods) and path not in found[role]:
+            fills = [role for role, (_, _, methods, _) in ROLES.items()
+                     if all(callable(getattr(cls, m, None)) for m in methods)]
+            if not fills and any(callable(getattr(cls, h, None)) for h in HOOKS):
+                fills = ["H"]
+            for role in fills:
+                if path not in found[role]:
                     found[role][path] = Option(role, path, _words(cls.__name__), _first_line(cls.__doc__),
                                                _params(cls))
+    found["H"][NO_HOOKS] = Option("H", NO_HOOKS, "no hooks", "no lifecycle hooks: the four modules decide alone.")
     out = {}
     for role, options in found.items():
         ordered = sorted(options.values(), key=lambda o: o.cls != BASIC[role])
@@ -226,7 +292,7 @@ def _role_class(role: str, text: str) -> tuple[ast.ClassDef | None, dict[str, st
         tree = parse_source(text)  # thread-safe parse (compose generates in threads)
     except SyntaxError:
         return None, {}, {}
-    cls_name = ROLES[role][1]
+    cls_name = SPACE[role][1]
     imports = {n: ":".join(d.rsplit(".", 1)) for n, d in vendored_names(text).items()}
     target, local = None, {}
     for node in tree.body:
@@ -261,8 +327,10 @@ def library_class(role: str, text: str) -> str | None:
 
 
 def modules_of(files: dict[str, str]) -> dict[str, str | None]:
-    """{role: ``module:Class``} of the library class each of M, P, F, A derives from (:func:`library_class`)."""
-    return {role: library_class(role, files.get(file, "")) for role, (file, *_) in ROLES.items()}
+    """{role: ``module:Class``} of the library class each of M, P, F, A and H derives from (:func:`library_class`;
+    H: ``none`` when the harness has no ``hooks.py``)."""
+    return {role: NO_HOOKS if role == "H" and not files.get(file, "").strip() else library_class(role, files.get(file, ""))
+            for role, (file, *_) in SPACE.items()}
 
 
 def _library_choice(role: str, text: str) -> Choice | None:
@@ -301,9 +369,12 @@ def _library_choice(role: str, text: str) -> Choice | None:
 
 
 def choices_of(files: dict[str, str], source: str = "") -> dict[str, Choice]:
-    """{role: Choice} for M, P, F, A and ``prompt`` of a harness's files."""
+    """{role: Choice} for M, P, F, A, H and ``prompt`` of a harness's files (H: ``none`` without ``hooks.py``)."""
     out = {}
-    for role, (file, _, _, _) in ROLES.items():
+    for role, (file, _, _, _) in SPACE.items():
+        if role == "H" and not files.get(file, "").strip():
+            out[role] = Choice(role, "library", NO_HOOKS, {}, label="no hooks", source=source or "library")
+            continue
         text = files.get(file, "")
         choice = _library_choice(role, text)
         if choice is None:
@@ -328,16 +399,16 @@ def requirements() -> dict[str, dict[str, str]]:
             continue
         if describe_files(files).get("baseline"):
             continue
-        picks = {r: c.path for r, c in choices_of(files).items() if r in ROLES and c.kind == "library"}
+        picks = {r: c.path for r, c in choices_of(files).items() if r in SPACE and c.kind == "library"}
         for path in picks.values():
             uses.setdefault(path, []).append(picks)
-    basic = {option(BASIC[r], r).path for r in ROLES if option(BASIC[r], r)}
+    basic = {option(BASIC[r], r).path for r in SPACE if option(BASIC[r], r)}
     out: dict[str, dict[str, str]] = {}
     for path, seeds in uses.items():
         if path in basic:
             continue
         mine = next(r for r, p in seeds[0].items() if p == path)
-        for role in ROLES:
+        for role in SPACE:
             if role == mine:
                 continue
             partners = {s.get(role) for s in seeds}
@@ -370,11 +441,13 @@ def case_study_mechanisms() -> dict[str, tuple[str, ...]]:
 
 
 # -- rendering choices into files ----------------------------------------------------------------------
-def _render_module(role: str, choice: Choice, why: str) -> str:
+def _render_module(role: str, choice: Choice, why: str) -> str | None:
     if choice.kind == "file":
         return choice.text
+    if choice.path == NO_HOOKS:
+        return None
     opt = option(choice.path, role)
-    _, cls_name, _, human = ROLES[role]
+    _, cls_name, _, human = SPACE[role]
     types = {name: type(default).__name__ for name, default, _ in opt.params}
     helps = {name: h for name, _, h in opt.params}
     params = [(k, v, types[k], helps.get(k, "")) for k, v in sorted(choice.params.items())]
@@ -384,13 +457,17 @@ def _render_module(role: str, choice: Choice, why: str) -> str:
 
 def render_files(choices: dict[str, Choice], name: str, lineage: dict, why: dict | None = None,
                  good_for: str = "") -> dict[str, str]:
-    """The five harness files for ``choices`` (M, P, F, A and prompt)."""
+    """The harness files for ``choices``: M, P, F, A, prompt and description, plus ``hooks.py`` when H is not
+    ``none`` (a missing H choice is ``none``)."""
     why = why or {}
-    files = {ROLES[r][0]: _render_module(r, choices[r], why.get(r, "")) for r in ROLES}
+    choices = {**choices}
+    choices.setdefault("H", Choice("H", "library", NO_HOOKS, {}, label="no hooks", source="library"))
+    rendered = {SPACE[r][0]: _render_module(r, choices[r], why.get(r, "")) for r in SPACE}
+    files = {f: text for f, text in rendered.items() if text is not None}
     prompt = choices["prompt"]
     files["prompt.yaml"] = prompt.text if prompt.text.endswith("\n") else prompt.text + "\n"
     modules = {r: (choices[r].label + (f" {_params_text(choices[r].params)}" if choices[r].params else ""))
-               for r in ROLES}
+               for r in SPACE if r in ROLES or choices[r].path != NO_HOOKS}
     files["description.yaml"] = render("description.yaml.j2", name=name, lineage=lineage, modules=modules,
                                        prompt=prompt.label, good_for=good_for or _good_for(choices))
     return files
@@ -402,10 +479,24 @@ def _params_text(params: dict) -> str:
 
 def _good_for(choices: dict[str, Choice]) -> str:
     parts = []
-    for r in ROLES:
+    for r in SPACE:
         c = choices[r]
         if c.kind == "library":
             opt = option(c.path, r)
             if opt and opt.cls != BASIC[r]:
                 parts.append(opt.description)
     return " ".join(parts)[:400] or "short interactive tasks; a plain ReAct-style loop."
+
+
+def fit(path: str, task: dict) -> float | None:
+    """The bonus compose adds to option ``path``'s score for ``task`` (its public dict: description and tools, never
+    suite, family or id): None when the option needs a tool the task lacks, else ``bonus`` per word of ``words`` found
+    in the task's text (at most 3), 0 for options without a declared fit."""
+    spec = FITS.get(path)
+    if spec is None:
+        return 0.0
+    tools = {t.get("name") if isinstance(t, dict) else getattr(t, "name", "") for t in task.get("tools") or ()}
+    if any(t not in tools for t in spec.tools):
+        return None
+    said = set(re.findall(r"[a-z]+", str(task.get("description", "")).lower()))
+    return spec.bonus * min(3, sum(1 for w in set(spec.words) if w in said))

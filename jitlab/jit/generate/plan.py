@@ -6,7 +6,9 @@
                           #  "prompt": "goal", "params": {"M": {"max_chars": 4000}}}
 
 A plan names one library module per role (M memory, P planner, F capability policy, A action; class names from
-:func:`jitlab.jit.generate.library.catalogue`), a prompt (a shipped variant, ``react``/``goal``/``terse``, or a seed's
+:func:`jitlab.jit.generate.library.catalogue`), optionally ``hooks`` (the hooks slot H: a hook class such as
+``RealisationHooks``, or ``none``, the default: no ``hooks.py``; its parameters go under ``params["H"]``), a prompt
+(a shipped variant, ``react``/``goal``/``terse``, or a seed's
 prompt, ``seed:<name>``; baselines such as ``random`` offer none) and, optionally, ``params`` overriding module
 fields. It is 45-75 tokens, against the 3.5k-token prompt and ~500-token reply of ``code:``, which is what a 135M
 model can learn to write (issue 12; the meta-agent is trained on this format by :mod:`jitlab.train`).
@@ -38,6 +40,7 @@ from jitlab.jit.generate.base import (
     render,
 )
 from jitlab.jit.generate.library import (
+    NO_HOOKS,
     ROLES,
     Choice,
     catalogue,
@@ -51,7 +54,7 @@ from jitlab.jit.generate.library import (
 __all__ = ["PlanConfig", "PlanError", "PlanGenerator", "check_plan", "parse_plan", "plan_files", "plan_messages",
            "plan_of", "plan_text", "prompt_options"]
 
-PLAN_KEYS = (*ROLES, "prompt", "params")
+PLAN_KEYS = (*ROLES, "hooks", "prompt", "params")
 
 
 class PlanError(HarnessError):
@@ -90,8 +93,10 @@ def prompt_options() -> dict[str, str]:
 
 
 def plan_text(plan: dict) -> str:
-    """The canonical one-line JSON of a plan (keys in M, P, F, A, prompt, params order; params only when set)."""
-    ordered = {k: plan[k] for k in PLAN_KEYS if k in plan and (k != "params" or plan[k])}
+    """The canonical one-line JSON of a plan (keys in M, P, F, A, hooks, prompt, params order; params only when set,
+    hooks only when not ``none``)."""
+    ordered = {k: plan[k] for k in PLAN_KEYS if k in plan and (k != "params" or plan[k])
+               and (k != "hooks" or plan[k] != NO_HOOKS)}
     if "params" in ordered:
         ordered["params"] = {r: dict(sorted(p.items())) for r, p in sorted(ordered["params"].items()) if p}
     return json.dumps(ordered, ensure_ascii=False)
@@ -110,6 +115,13 @@ def plan_of(files: dict[str, str]) -> dict | None:
         plan[role] = option(c.path, role).cls
         if c.params:
             params[role] = dict(c.params)
+    hooks = choices["H"]
+    if hooks.kind != "library":
+        return None
+    if hooks.path != NO_HOOKS:
+        plan["hooks"] = option(hooks.path, "H").cls
+        if hooks.params:
+            params["H"] = dict(hooks.params)
     text = _own_prompt(choices["prompt"].text)
     name = next((n for n, t in prompt_options().items() if _own_prompt(t) == text), None)
     if name is None:
@@ -164,11 +176,11 @@ def check_plan(plan: dict) -> dict[str, Choice]:
     if not isinstance(params, dict) or any(not isinstance(v, dict) for v in params.values()):
         raise PlanError('"params" must map a role to {parameter: value}, e.g. {"M": {"max_chars": 4000}}')
     choices: dict[str, Choice] = {}
-    for role in ROLES:
-        name = plan.get(role)
+    for role in (*ROLES, "H"):
+        name = plan.get("hooks", NO_HOOKS) if role == "H" else plan.get(role)
         names = [o.cls for o in catalogue()[role]]
         if not isinstance(name, str) or name not in names:
-            raise PlanError(f"{role} must be one of {', '.join(names)}, got {name!r}")
+            raise PlanError(f"{'hooks' if role == 'H' else role} must be one of {', '.join(names)}, got {name!r}")
         opt = option(name, role)
         given = params.get(role, {})
         defaults = opt.defaults()
@@ -178,14 +190,14 @@ def check_plan(plan: dict) -> dict[str, Choice]:
             if not _param_ok(value, defaults[key]):
                 raise PlanError(f"{name}.{key} must be {type(defaults[key]).__name__}, got {value!r}")
         choices[role] = Choice(role, "library", opt.path, dict(given), label=opt.label, source="plan")
-    extra = sorted(set(params) - set(ROLES))
+    extra = sorted(set(params) - {*ROLES, "H"})
     if extra:
-        raise PlanError(f"params for unknown role(s) {', '.join(extra)}; roles are {', '.join(ROLES)}")
+        raise PlanError(f"params for unknown role(s) {', '.join(extra)}; roles are {', '.join(ROLES)}, H (hooks)")
     for role, c in choices.items():
         for other, need in requirements().get(c.path, {}).items():
             if choices[other].path != need:
-                raise PlanError(f"{plan[role]} ({role}) only works with {need.split(':')[1]} as {other}, "
-                                f"got {plan[other]}")
+                raise PlanError(f"{choices[role].path.split(':')[-1]} ({role}) only works with {need.split(':')[1]} "
+                                f"as {other}, got {choices[other].path.split(':')[-1]}")
     prompts = prompt_options()
     if plan.get("prompt") not in prompts:
         raise PlanError(f"prompt must be one of {', '.join(prompts)}, got {plan.get('prompt')!r}")
@@ -208,7 +220,7 @@ def plan_messages(task: dict, references: list[Reference]) -> list[dict]:
         plan = plan_of(r.files)
         if plan is not None:
             refs.append({"name": r.name, "plan": plan_text(plan), "reward": r.mean_reward if r.evaluated else None})
-    options = {role: [o.cls for o in catalogue()[role]] for role in ROLES}
+    options = {role: [o.cls for o in catalogue()[role]] for role in (*ROLES, "H")}
     return [{"role": "user", "content": render("plan_user.j2", task=task, options=options,
                                                prompts=list(prompt_options()), references=refs)}]
 
