@@ -9,6 +9,9 @@ Named doubles (``scripted:<name>``):
     pick-first    picks the first option listed as "- option" in the last user message
     pick-last     picks the last such option
     pick-hash     picks an option by a hash of the conversation (varied but deterministic)
+    uniform       the harness-only control: chat replies as pick-first, and ``score`` gives every candidate
+                  the same value (no word overlap, no knowledge), so a likelihood choice falls to the
+                  harness's own priors and order
     fail          raises InfraError on every call (provider-outage double)
     reply:<text>  always replies <text>  ('\\n' escapes allowed)
 A ``ScriptedBackbone(responder)`` takes any function ``messages -> str`` (or a list of replies,
@@ -63,6 +66,7 @@ SCRIPTS: dict[str, Callable[[list[dict]], str]] = {
     "pick-first": _pick(lambda options, messages: 0),
     "pick-last": _pick(lambda options, messages: -1),
     "pick-hash": _pick(_hash_index),
+    "uniform": _pick(lambda options, messages: 0),
     "fail": _fail,
 }
 
@@ -74,11 +78,13 @@ def _count(text: str) -> int:
 class ScriptedBackbone:
     """A deterministic test double. ``responder`` is ``messages -> str`` or a list of replies."""
 
-    def __init__(self, responder, name: str = "custom", delay_s: float = 0.0, temperature: float = 0.0):
+    def __init__(self, responder, name: str = "custom", delay_s: float = 0.0, temperature: float = 0.0,
+                 uniform_scores: bool = False):
         if isinstance(responder, (list, tuple)):
             replies = list(responder)
             responder = lambda messages: replies[sum(m.get("role") == "assistant" for m in messages) % len(replies)]
         self.responder, self.delay_s, self.temperature = responder, delay_s, float(temperature)
+        self.uniform_scores = uniform_scores
         self.id = f"scripted:{name}"
         self.calls = 0
 
@@ -96,7 +102,9 @@ class ScriptedBackbone:
                           latency_s=time.perf_counter() - start)
 
     def score(self, messages: list[dict], candidates: list[str]) -> list[float]:
-        """Deterministic pseudo log-likelihoods: word overlap with the last user message."""
+        """Deterministic pseudo log-likelihoods: word overlap with the last user message (``uniform``: all equal)."""
+        if self.uniform_scores:
+            return [0.0] * len(candidates)
         words = set(_last_user(messages).lower().split())
         return [len(words & set(c.lower().split())) / (1 + len(c.split())) - 1e-3 * i
                 for i, c in enumerate(candidates)]
@@ -121,4 +129,4 @@ def get_scripted(name: str, **options) -> ScriptedBackbone:
     if name.startswith("reply:"):
         text = name[len("reply:"):].replace("\\n", "\n")
         return ScriptedBackbone(lambda messages: text, name=name, **options)
-    return ScriptedBackbone(SCRIPTS[name], name=name, **options)
+    return ScriptedBackbone(SCRIPTS[name], name=name, uniform_scores=name == "uniform", **options)

@@ -55,3 +55,12 @@ def test_score_prefers_overlap_and_is_deterministic():
 
 def test_listed_options():
     assert listed_options(ROOM[1]["content"]) == ["go east", "take key", "open door"]
+
+
+def test_the_uniform_double_scores_every_candidate_alike():
+    """``scripted:uniform`` is the harness-only control: no word overlap, no order bonus in its scores."""
+    from jitlab.llm import get_backbone
+    llm = get_backbone("scripted:uniform")
+    assert llm.score(ROOM, ["go east", "take coin", "look"]) == [0.0, 0.0, 0.0]
+    assert llm.chat(ROOM).text.endswith("Action: go east")
+    assert get_backbone("scripted:pick-first").score(ROOM, ["go east", "look"]) != [0.0, 0.0]
