@@ -236,13 +236,10 @@ def _best_verdict(ranked, rule: str, level: float):
     """The selection rule's verdict on the top row of ``ranked`` against the second (None without run_dir)."""
     if len(ranked) < 2 or "run_dir" not in ranked:
         return None
-    from jitlab.selection import judge
+    from jitlab.selection import judge, successes
     from jitlab.store import load
-
-    def successes(run_dir):
-        eps = load(run_dir)["episodes"]
-        return {(str(r.task_id), int(r.seed)): bool(r.success) for r in eps[eps["final"]].itertuples()}
-    return judge(rule, successes(ranked.iloc[1]["run_dir"]), successes(ranked.iloc[0]["run_dir"]), level=level)
+    runner_up, best = (successes(load(ranked.iloc[i]["run_dir"])["episodes"]) for i in (1, 0))
+    return judge(rule, runner_up, best, level=level)
 
 
 # -- JIT runs -----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from jitlab.errors import ConfigError
 from jitlab.stats import mcnemar_exact
 
-__all__ = ["DEFAULT_RULE", "LEVEL", "RULES", "Verdict", "check_rule", "judge"]
+__all__ = ["DEFAULT_RULE", "LEVEL", "RULES", "Verdict", "check_rule", "judge", "successes"]
 
 RULES = ("greedy", "screen", "confirm", "paired")
 DEFAULT_RULE = "greedy"
@@ -57,6 +57,13 @@ def check_rule(rule: str, level: float = LEVEL) -> None:
         raise ConfigError(f"unknown selection rule {rule!r}; choose one of {', '.join(RULES)} (jitlab/selection.py)")
     if not 0 < float(level) < 1:
         raise ConfigError(f"selection level must be in (0, 1), got {level!r}; e.g. 0.05")
+
+
+def successes(episodes) -> dict:
+    """What :func:`judge` compares: (task id, seed) -> success of a run's final episodes (an ``episodes`` frame of
+    :func:`jitlab.store.load`)."""
+    done = episodes[episodes["final"]]
+    return {(str(r.task_id), int(r.seed)): bool(r.success) for r in done.itertuples()}
 
 
 def _paired(base: dict, cand: dict) -> tuple[float | None, int, int, int]:

@@ -109,6 +109,7 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
     new one). Returns the run's summary with ``episodes``: {(task id, seed): success}, ``harness_sha`` and ``run_dir``."""
     from jitlab.envs.base import get_suite
     from jitlab.runner import RunConfig, run
+    from jitlab.selection import successes
     from jitlab.store import load
     split, ids = tasks[0].split, [t.id for t in tasks]
     index = {t.id: i for i, t in enumerate(get_suite(cfg.suite).tasks(split, cfg.family))}
@@ -125,8 +126,7 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
     run_dir = run(rc, backbone=(backbones or BackbonePool()).get(cfg.backbone, cfg.backbone_options))
     summary = json.loads((run_dir / "summary.json").read_text())
     frames = load(run_dir)
-    done = frames["episodes"][frames["episodes"]["final"]]
-    summary["episodes"] = {(str(r.task_id), int(r.seed)): bool(r.success) for r in done.itertuples()}
+    summary["episodes"] = successes(frames["episodes"])
     summary["harness_sha"], summary["run_dir"] = frames["config"]["harness_sha"].iloc[0], str(out)
     return summary
 
