@@ -22,11 +22,11 @@ Cache-friendly by construction: the prompt is the harness's ``system`` (task fir
 ``step`` (the view, whose start stays put: ``jitlab.modules.basic.history_text``, then the directive); the
 candidates are the reply, so they never enter the prefix.
 
-Per step, ``Decision.data`` records ``decided_by`` (``model_choice`` when the backbone chose among two or more
-options, ``mechanism`` with ``mechanism`` naming it when the bookkeeping left one option or no backbone method
-worked) and ``choice`` (method score | chat | order | only, why the options were narrowed: untried | escape |
-all, how many, the top scores, and ``prior_changed``: whether the prior overturned the backbone's own first
-choice, so a table can count the steps the mechanism decided under the model's name).
+Per step, ``Decision.data`` records ``decided_by`` (``model_choice`` only when the backbone's own unique first
+choice among two or more options stood; ``mechanism`` with ``mechanism`` naming it otherwise: the bookkeeping left
+one option, the top scores tied so the order chose (``likelihood:tie``), the prior overturned or broke a tie of the
+backbone's scores (``likelihood:prior``), or no backbone method worked) and ``choice`` (method score | chat | tie |
+order | only, why the options were narrowed: untried | escape | all, how many, the top scores, ``prior_changed``).
 
 Couplings: needs admissible ``candidates`` and a single-string-argument tool (``act(command)``); the planner
 may put ``prior`` into ``Directive.data``. Caveats: ``score`` sums log-probabilities, so the length
@@ -59,18 +59,41 @@ def normalised(scores: list[float], candidates: list[str], mode: str = "words") 
     return [s / (len(c.split()) + 1) for s, c in zip(scores, candidates)]
 
 
+TIE = 1e-6  # scores closer than this are a tie: the candidate order decides, not the backbone
+
+
 @dataclass
 class Choice:
-    """One choice among candidates: the command, how it was chosen and the (normalised + prior) scores."""
+    """One choice among candidates: the command, how it was chosen and the (normalised + prior) scores.
+
+    ``method``: score | chat (the backbone chose) | tie (the top scores were equal, the order chose) | order (the
+    chat reply named no candidate) | only (one candidate). ``model_pick`` is the backbone's own unique first choice
+    before the prior ("" when its top scores were tied)."""
     command: str
-    method: str                              # score | chat | order | only
+    method: str                              # score | chat | tie | order | only
     scores: list[float] = field(default_factory=list)
-    model_pick: str = ""                     # the backbone's own first choice, before the prior
+    model_pick: str = ""
+
+    def decider(self) -> tuple[str, str | None]:
+        """(decided_by, mechanism): the backbone's choice only where its own unique pick stood; a tie or a prior
+        that overturned (or broke a tie of) the backbone's scores is the harness's decision."""
+        if self.method == "chat" or (self.method == "score" and self.model_pick == self.command):
+            return "model_choice", None
+        if self.method == "score":
+            return "mechanism", "likelihood:prior"
+        return "mechanism", f"likelihood:{self.method}"
 
     def record(self, candidates: list[str], top: int = 3) -> dict:
         ranked = sorted(zip(self.scores, candidates), reverse=True)[:top]
         return {"method": self.method, "options": len(candidates), "top": [[c, round(s, 3)] for s, c in ranked],
-                "prior_changed": bool(self.model_pick) and self.model_pick != self.command}
+                "prior_changed": self.method == "score" and self.model_pick != self.command}
+
+
+def _unique_best(scores: list[float]) -> int | None:
+    """The index of the one highest score, None when two or more are within ``TIE`` of it."""
+    best = max(scores)
+    top = [i for i, s in enumerate(scores) if s >= best - TIE]
+    return top[0] if len(top) == 1 else None
 
 
 def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | None = None,
@@ -91,8 +114,11 @@ def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | 
         return _numbered(ctx, messages, candidates)
     plain = normalised(raw, candidates, normalise)
     scores = [s + float(prior.get(c, 0.0)) for s, c in zip(plain, candidates)]
-    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores,
-                  candidates[max(range(len(candidates)), key=plain.__getitem__)])
+    best, own = _unique_best(scores), _unique_best(plain)
+    model_pick = candidates[own] if own is not None else ""
+    if best is None:
+        return Choice(candidates[scores.index(max(scores))], "tie", scores, model_pick)
+    return Choice(candidates[best], "score", scores, model_pick)
 
 
 def _numbered(ctx: Ctx, messages: list[dict], candidates: list[str]) -> Choice:
@@ -182,9 +208,8 @@ class LikelihoodAction:
             thought = " ".join(reply.split())
             prefix = f"Thought: {thought}\nAction:"
         choice = choose(ctx, messages, options, prior, self.normalise, prefix)
-        by_model = choice.method in ("score", "chat")
-        data = {"decided_by": "model_choice" if by_model else "mechanism",
-                "choice": {**choice.record(options), "why": why}}
-        if not by_model:
-            data["mechanism"] = f"exploration:{why}" if choice.method == "only" else f"likelihood:{choice.method}"
+        decided_by, mechanism = choice.decider()
+        data = {"decided_by": decided_by, "choice": {**choice.record(options), "why": why}}
+        if mechanism:
+            data["mechanism"] = f"exploration:{why}" if choice.method == "only" else mechanism
         return Decision(tool, {arg: choice.command}, thought, data)

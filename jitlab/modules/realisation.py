@@ -87,6 +87,6 @@ class RealisationHooks:
             messages = [{"role": "user", "content": f"{context.view.text}\nNext command:"}]
             choice = choose(ctx, messages, candidates)
             command = choice.command
-            data.update(decided_by="model_choice" if choice.method in ("score", "chat") else "mechanism",
-                        mechanism="realisation:refused", hook=f"realisation:refused:{choice.method}")
+            data.update(decided_by=choice.decider()[0], mechanism="realisation:refused",
+                        hook=f"realisation:refused:{choice.method}")
         return Decision(decision.tool, {arg: command}, decision.thought, data)

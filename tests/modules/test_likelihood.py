@@ -68,9 +68,28 @@ def test_the_action_walks_untried_commands_room_by_room_and_records_who_decided(
     cellar = COIN["steps"][1]
     action.post_feedback(ctx, Decision("act", {"command": "go east"}), Observation(cellar["text"], cellar["candidates"]))
     step = action.act(_context(3, cellar), ctx)
-    assert len(llm.score_calls) - calls == (step.data["choice"]["method"] == "score") and not llm.chat_calls
-    if step.data["choice"]["method"] == "score":
+    assert len(llm.score_calls) - calls == (step.data["choice"]["method"] in ("score", "tie")) and not llm.chat_calls
+    if step.data["choice"]["method"] == "score" and not step.data["choice"]["prior_changed"]:
         assert step.data["decided_by"] == "model_choice" and len(step.data["choice"]["top"]) >= 2
+    if step.data["choice"]["method"] == "tie":
+        assert step.data["decided_by"] == "mechanism" and step.data["mechanism"] == "likelihood:tie"
+
+
+def test_a_tie_or_a_prior_that_overturns_the_backbone_is_the_harness_decision():
+    """Equal scores: the candidate order chose (likelihood:tie); a prior that overturns the backbone's unique pick
+    or breaks its tie decided (likelihood:prior); only the backbone's own unique pick is a model choice."""
+    ctx = Ctx(llm=DoubleLLM(lambda c: 0.0), task=TASK, prompts=PROMPTS)
+    msgs = [{"role": "user", "content": "Next command:"}]
+    tied = choose(ctx, msgs, ["go north", "go west"])
+    assert (tied.method, tied.command, tied.decider()) == ("tie", "go north", ("mechanism", "likelihood:tie"))
+    broken = choose(ctx, msgs, ["go north", "go west"], prior={"go west": 1.0})
+    assert (broken.command, broken.decider()) == ("go west", ("mechanism", "likelihood:prior"))
+    likes_west = Ctx(llm=DoubleLLM(lambda c: -1.0 if "west" in c else -5.0), task=TASK, prompts=PROMPTS)
+    own = choose(likes_west, msgs, ["go north", "go west"])
+    assert (own.command, own.decider()) == ("go west", ("model_choice", None))
+    overturned = choose(likes_west, msgs, ["go north", "go west"], prior={"go north": 10.0})
+    assert (overturned.command, overturned.decider(), overturned.record(["go north", "go west"])["prior_changed"]) \
+        == ("go north", ("mechanism", "likelihood:prior"), True)
 
 
 def test_the_prompt_keeps_the_task_first_and_the_view_next():

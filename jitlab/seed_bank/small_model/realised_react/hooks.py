@@ -58,16 +58,29 @@ def realise(text: str, candidates: list[str], threshold: float = 0.6) -> tuple[s
 # library: jitlab.modules.likelihood.Choice
 @dataclass
 class Choice:
-    """One choice among candidates: the command, how it was chosen and the (normalised + prior) scores."""
+    """One choice among candidates: the command, how it was chosen and the (normalised + prior) scores.
+
+    ``method``: score | chat (the backbone chose) | tie (the top scores were equal, the order chose) | order (the
+    chat reply named no candidate) | only (one candidate). ``model_pick`` is the backbone's own unique first choice
+    before the prior ("" when its top scores were tied)."""
     command: str
-    method: str                              # score | chat | order | only
+    method: str                              # score | chat | tie | order | only
     scores: list[float] = field(default_factory=list)
-    model_pick: str = ""                     # the backbone's own first choice, before the prior
+    model_pick: str = ""
+
+    def decider(self) -> tuple[str, str | None]:
+        """(decided_by, mechanism): the backbone's choice only where its own unique pick stood; a tie or a prior
+        that overturned (or broke a tie of) the backbone's scores is the harness's decision."""
+        if self.method == "chat" or (self.method == "score" and self.model_pick == self.command):
+            return "model_choice", None
+        if self.method == "score":
+            return "mechanism", "likelihood:prior"
+        return "mechanism", f"likelihood:{self.method}"
 
     def record(self, candidates: list[str], top: int = 3) -> dict:
         ranked = sorted(zip(self.scores, candidates), reverse=True)[:top]
         return {"method": self.method, "options": len(candidates), "top": [[c, round(s, 3)] for s, c in ranked],
-                "prior_changed": bool(self.model_pick) and self.model_pick != self.command}
+                "prior_changed": self.method == "score" and self.model_pick != self.command}
 
 
 # library: jitlab.modules.likelihood.normalised
@@ -79,6 +92,18 @@ def normalised(scores: list[float], candidates: list[str], mode: str = "words") 
     if mode == "chars":
         return [s / max(1.0, len(c) / 4) for s, c in zip(scores, candidates)]
     return [s / (len(c.split()) + 1) for s, c in zip(scores, candidates)]
+
+
+# library: jitlab.modules.likelihood.TIE
+TIE = 1e-6  # scores closer than this are a tie: the candidate order decides, not the backbone
+
+
+# library: jitlab.modules.likelihood._unique_best
+def _unique_best(scores: list[float]) -> int | None:
+    """The index of the one highest score, None when two or more are within ``TIE`` of it."""
+    best = max(scores)
+    top = [i for i, s in enumerate(scores) if s >= best - TIE]
+    return top[0] if len(top) == 1 else None
 
 
 # library: jitlab.modules.likelihood._numbered
@@ -112,8 +137,11 @@ def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | 
         return _numbered(ctx, messages, candidates)
     plain = normalised(raw, candidates, normalise)
     scores = [s + float(prior.get(c, 0.0)) for s, c in zip(plain, candidates)]
-    return Choice(candidates[max(range(len(candidates)), key=scores.__getitem__)], "score", scores,
-                  candidates[max(range(len(candidates)), key=plain.__getitem__)])
+    best, own = _unique_best(scores), _unique_best(plain)
+    model_pick = candidates[own] if own is not None else ""
+    if best is None:
+        return Choice(candidates[scores.index(max(scores))], "tie", scores, model_pick)
+    return Choice(candidates[best], "score", scores, model_pick)
 
 
 # library: jitlab.modules.realisation.RealisationHooks
@@ -140,8 +168,8 @@ class RealisationHooks:
             messages = [{"role": "user", "content": f"{context.view.text}\nNext command:"}]
             choice = choose(ctx, messages, candidates)
             command = choice.command
-            data.update(decided_by="model_choice" if choice.method in ("score", "chat") else "mechanism",
-                        mechanism="realisation:refused", hook=f"realisation:refused:{choice.method}")
+            data.update(decided_by=choice.decider()[0], mechanism="realisation:refused",
+                        hook=f"realisation:refused:{choice.method}")
         return Decision(decision.tool, {arg: command}, decision.thought, data)
 
 
