@@ -13,7 +13,8 @@ together, and ``repair`` re-picks the module the diagnostic points at.
 
 Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by candidate index):
 
-    score      each role takes the best-scoring option the couplings allow (jitlab.jit.generate.library)
+    score      each role takes the best-scoring option the couplings allow (jitlab.jit.generate.library); the
+               roles with the best-fitting options are filled first, so their couplings bind the rest
     sample     like score, but options are sampled (Gumbel noise on scores / temperature)
     copy       reuse the top reference as is (when it already solved similar tasks)
     mutate     the top reference with one role re-picked or one parameter perturbed
@@ -173,7 +174,7 @@ class ComposeGenerator:
         picks: dict[str, str] = {}
         forced: dict[str, str] = {}
         reqs = requirements()
-        for role in SPACE:
+        for role in self._role_order(task):
             if role in forced:
                 picks[role] = forced[role]
                 continue
@@ -196,6 +197,14 @@ class ComposeGenerator:
         variant = self._ranked("prompt", task, llm, rng)[0] if self.config.score_prompt else "react"
         choices["prompt"] = _variant(variant)
         return choices
+
+    @staticmethod
+    def _role_order(task: dict) -> list[str]:
+        """The roles in the order ``_pick`` fills them: those whose best option fits this task's public text most
+        (``library.fit``) first, the rest in ``SPACE`` order, so the mechanism the task evidences sets the couplings
+        (and its partners) for the roles picked after it instead of being excluded by them."""
+        best = {r: max([fit(o.path, task) or 0.0 for o in catalogue()[r]] or [0.0]) for r in SPACE}
+        return sorted(SPACE, key=lambda r: -best[r])
 
     def _mutate(self, parent: dict[str, Choice], task: dict, llm, rng: random.Random) -> tuple[dict[str, Choice], str]:
         choices = {r: Choice(**asdict(c)) for r, c in parent.items()}

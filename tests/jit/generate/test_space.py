@@ -107,6 +107,23 @@ def test_compose_picks_the_mechanisms_that_fit_the_task():
     assert "SqlAction" not in repr(grid) and "SqlAction" not in repr(game.meta["choices"])
 
 
+class LikesFactGraph(Uniform):
+    """TEST DOUBLE: the fact graph memory's label scores far above every other option's."""
+
+    def score(self, messages, candidates):
+        return [10.0 if "fact graph" in c else 0.0 for c in candidates]
+
+
+def test_the_fitted_mechanism_is_picked_before_couplings_of_other_roles_can_exclude_it():
+    """Filled in SPACE order, M (the fact graph memory, which needs OrchestratorAction) would exclude the text game's
+    LikelihoodAction; the roles with fitted options go first, so the memory's coupling is what gives way."""
+    assert ComposeGenerator._role_order(GAME_TASK)[0] in ("P", "A")
+    game = ComposeGenerator(LikesFactGraph(), ComposeConfig(strategy="score")).generate(GAME_TASK, [], index=0)
+    choices = game.meta["choices"]
+    assert choices["A"]["path"] == "jitlab.modules.likelihood:LikelihoodAction"
+    assert choices["M"]["path"] != "jitlab.modules.case_studies:FactGraphMemory"
+
+
 def test_repair_can_point_at_hooks():
     gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score"))
     cand = gen.generate(GAME_TASK, [], index=0)
