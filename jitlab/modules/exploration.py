@@ -12,7 +12,9 @@ same rules as after-the-fact overrides, this book is the state an action consult
 What a state is (``key``): with ``mode="place"`` (TextWorld-like text) the place named by the observation's
 header (``-= Kitchen =-``) or by ``You are in the X``; an observation without a place (``You take the coin``,
 an ``examine`` text) keeps the previous state, so reading things does not make a room new again. With
-``mode="text"`` (BabyAI-like egocentric views) the whole observation, whitespace-collapsed, is the state.
+``mode="text"`` (BabyAI-like egocentric views) the whole observation, whitespace-collapsed, is the state. With
+``mode="auto"`` (for a harness that does not know which kind of text it will see) the whole observation until an
+observation of the episode names a place, and places from then on.
 
 A rewarded action wipes the state's record (progress, such as an ingredient cooked, changes what is possible
 there: ``prepare meal`` refused before may work now). An action *failed* when it earned no reward, left the
@@ -60,8 +62,10 @@ def _flat(text: str) -> str:
 class StateBook:
     """Per-state record of commands tried and failed, and state visits (see the module docstring)."""
     mode: str = field(default="place", metadata={"help": "what a state is: 'place' (the room an observation "
-                                                         "names; other text keeps the room) or 'text' (the "
-                                                         "whole observation)", "choices": ("place", "text")})
+                                                         "names; other text keeps the room), 'text' (the "
+                                                         "whole observation) or 'auto' (place once the episode "
+                                                         "has named one, text until then)",
+                                                 "choices": ("place", "text", "auto")})
     loop_after: int = field(default=3, metadata={"help": "visits of the same state after which it counts as a "
                                                          "loop (escape: the least-tried commands)", "min": 1})
 
@@ -70,6 +74,7 @@ class StateBook:
 
     def start(self, text: str) -> None:
         """Forget everything; ``text`` is the first observation."""
+        self.named = False   # 'auto': whether an observation of this episode has named a place
         self.state = self.key(text, "")
         self.visits: Counter = Counter({self.state: 1})
         self.tried: dict[str, Counter] = {}
@@ -80,7 +85,11 @@ class StateBook:
     def key(self, text: str, previous: str) -> str:
         if self.mode == "text":
             return _flat(text)
-        return place_name(text) or previous
+        place = place_name(text)
+        self.named = self.named or bool(place)
+        if self.mode == "auto" and not self.named:
+            return _flat(text)
+        return place or previous
 
     def record(self, command: str, text: str, reward: float = 0.0) -> bool:
         """Note that ``command`` was issued in the current state and ``text`` came back; returns whether it

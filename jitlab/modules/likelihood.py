@@ -152,8 +152,9 @@ class LikelihoodAction:
     explore: bool = field(default=True, metadata={"help": "choose among commands not yet tried in this state "
                                                           "(StateBook); all tried: the least tried"})
     state: str = field(default="place", metadata={"help": "what a state is for the bookkeeping: 'place' (room "
-                                                          "names in the text) or 'text' (whole observation)",
-                                                  "choices": ("place", "text")})
+                                                          "names in the text), 'text' (whole observation) or "
+                                                          "'auto' (place once the episode names one)",
+                                                  "choices": ("place", "text", "auto")})
     demote: tuple = field(default=("examine", "look", "inventory"), metadata={
         "help": "verbs offered only when no other command is left (information-only commands)"})
     info_last: bool = field(default=True, metadata={"help": "when only demoted commands are untried here, try "

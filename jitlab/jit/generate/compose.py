@@ -15,7 +15,8 @@ Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by c
 
     score      each role takes the best-scoring option the couplings allow (jitlab.jit.generate.library); the
                roles with the best-fitting options are filled first, so their couplings bind the rest
-    sample     like score, but options are sampled (Gumbel noise on scores / temperature)
+    sample     like score, but options are sampled (Gumbel noise on scores / temperature) and so is the
+               order the roles are filled in
     copy       reuse the top reference as is (when it already solved similar tasks)
     mutate     the top reference with one role re-picked or one parameter perturbed
     crossover  each role from one of the top two references, couplings fixed up afterwards
@@ -174,7 +175,7 @@ class ComposeGenerator:
         picks: dict[str, str] = {}
         forced: dict[str, str] = {}
         reqs = requirements()
-        for role in self._role_order(task):
+        for role in self._role_order(task, rng):
             if role in forced:
                 picks[role] = forced[role]
                 continue
@@ -199,10 +200,13 @@ class ComposeGenerator:
         return choices
 
     @staticmethod
-    def _role_order(task: dict) -> list[str]:
+    def _role_order(task: dict, rng: random.Random | None = None) -> list[str]:
         """The roles in the order ``_pick`` fills them: those whose best option fits this task's public text most
         (``library.fit``) first, the rest in ``SPACE`` order, so the mechanism the task evidences sets the couplings
-        (and its partners) for the roles picked after it instead of being excluded by them."""
+        (and its partners) for the roles picked after it instead of being excluded by them. Sampling (``rng``)
+        shuffles the order too, so it also reaches the couplings of options that do not fit the text."""
+        if rng is not None:
+            return rng.sample(list(SPACE), len(SPACE))
         best = {r: max([fit(o.path, task) or 0.0 for o in catalogue()[r]] or [0.0]) for r in SPACE}
         return sorted(SPACE, key=lambda r: -best[r])
 

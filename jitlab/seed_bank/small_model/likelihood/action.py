@@ -47,8 +47,10 @@ REFUSALS = re.compile(r"nothing happens|you can't|you cannot|can't do that|not a
 class StateBook:
     """Per-state record of commands tried and failed, and state visits (see the module docstring)."""
     mode: str = field(default="place", metadata={"help": "what a state is: 'place' (the room an observation "
-                                                         "names; other text keeps the room) or 'text' (the "
-                                                         "whole observation)", "choices": ("place", "text")})
+                                                         "names; other text keeps the room), 'text' (the "
+                                                         "whole observation) or 'auto' (place once the episode "
+                                                         "has named one, text until then)",
+                                                 "choices": ("place", "text", "auto")})
     loop_after: int = field(default=3, metadata={"help": "visits of the same state after which it counts as a "
                                                          "loop (escape: the least-tried commands)", "min": 1})
 
@@ -57,6 +59,7 @@ class StateBook:
 
     def start(self, text: str) -> None:
         """Forget everything; ``text`` is the first observation."""
+        self.named = False   # 'auto': whether an observation of this episode has named a place
         self.state = self.key(text, "")
         self.visits: Counter = Counter({self.state: 1})
         self.tried: dict[str, Counter] = {}
@@ -67,7 +70,11 @@ class StateBook:
     def key(self, text: str, previous: str) -> str:
         if self.mode == "text":
             return _flat(text)
-        return place_name(text) or previous
+        place = place_name(text)
+        self.named = self.named or bool(place)
+        if self.mode == "auto" and not self.named:
+            return _flat(text)
+        return place or previous
 
     def record(self, command: str, text: str, reward: float = 0.0) -> bool:
         """Note that ``command`` was issued in the current state and ``text`` came back; returns whether it
@@ -241,8 +248,9 @@ class LikelihoodAction:
     explore: bool = field(default=True, metadata={"help": "choose among commands not yet tried in this state "
                                                           "(StateBook); all tried: the least tried"})
     state: str = field(default="place", metadata={"help": "what a state is for the bookkeeping: 'place' (room "
-                                                          "names in the text) or 'text' (whole observation)",
-                                                  "choices": ("place", "text")})
+                                                          "names in the text), 'text' (whole observation) or "
+                                                          "'auto' (place once the episode names one)",
+                                                  "choices": ("place", "text", "auto")})
     demote: tuple = field(default=("examine", "look", "inventory"), metadata={
         "help": "verbs offered only when no other command is left (information-only commands)"})
     info_last: bool = field(default=True, metadata={"help": "when only demoted commands are untried here, try "
