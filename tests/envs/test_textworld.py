@@ -167,11 +167,12 @@ def test_corrupt_cached_game_is_regenerated_byte_identical_once(suite, caplog):
 
 
 @pytest.mark.slow
-def test_oracle_solves_dev_split():
-    """Generates all dev games into the default cache (~2-3 min the first time) and plays the oracle."""
+@pytest.mark.parametrize("split", ["dev", "train"])
+def test_oracle_solves_dev_split(split):
+    """Generates all games of the split into the default cache (~2-3 min the first time) and plays the oracle."""
     suite = TextWorldSuite()
     wins = 0
-    specs = suite.tasks("dev")
+    specs = suite.tasks(split)
     for spec in specs:
         env = suite.make_env(spec)
         result = run_episode(env, suite.oracle(env), LLMHandle(backbone=None), Budget())
