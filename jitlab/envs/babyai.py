@@ -4,10 +4,10 @@
     suite = get_suite("babyai"); spec = suite.tasks("dev", family="GoToLocal")[0]
     env = suite.make_env(spec); print(env.reset().text); env.step("act", {"command": "go forward"})
 
-Each task is one seeded episode of one level (``BabyAI-<family>-v0``); dev and test use disjoint
-seed ranges (dev 1000.., test 2000..). The agent sees a text rendering of its 7x7 egocentric
-view (objects with relative positions, what is directly in front, what it carries) and acts with
-one tool ``act`` whose command is one of ``turn left``, ``turn right``, ``go forward``, ``pick
+Each task is one seeded episode of one level (``BabyAI-<family>-v0``); the splits use disjoint
+seed ranges (dev 1000.., test 2000.., train 3000..; holdout: see Seeds). The agent sees a text
+rendering of its 7x7 egocentric view (objects with relative positions, what is directly in front, what
+it carries) and acts with one tool ``act`` whose command is one of ``turn left``, ``turn right``, ``go forward``, ``pick
 up``, ``drop``, ``toggle``. Success = the environment's reward is > 0 (BabyAI pays
 ``1 - 0.9 * steps / max_steps`` on completion); the episode ends when the mission is complete, at
 the level's own step limit, or when the harness's step budget is spent.
@@ -23,9 +23,17 @@ first, so earlier BabyAI results are not comparable.)
 
 Seeds. ``reset(seed)`` plays the level with gym seed ``task seed + seed * stride``, stride =
 ``test_seed + per_split`` (2010 by default): seed 0 is the task's own episode, another seed a different
-layout and mission of the same level, the same at every reset with that seed; dev and test gym seeds
-never meet at any seed. The task description therefore gives the level's kind of mission, not the
-episode's (which is in every observation).
+layout and mission of the same level, the same at every reset with that seed. Every gym seed of a task is
+its task seed modulo the stride, so two splits whose task seeds differ modulo the stride never meet at any
+reset seed: dev (1000..1009) and test (2000..2009) as they always were, and train (3000..3009, i.e.
+990..999 modulo 2010; the suite refuses a config where train's residues meet dev's or test's). The task
+description therefore gives the level's kind of mission, not the episode's (which is in every observation).
+
+Holdout. The ``holdout`` split is the test tasks at reset seed ``holdout_reset_seed`` (9), each as a task of
+its own (task seed = test seed + 9 * stride, so ids such as ``babyai-GoToLocal-20090``): episodes of the test
+levels never played while designing, since every committed run plays test at reset seed 0. Its reset seed k
+is test's 9 + k, so the holdout stays unseen only while nobody runs test at ``--seed`` 9 or above or with a
+``--repeat`` reaching 9 (``--seed 0 --repeat 9`` is the most); it shares no gym seed with dev or train.
 
 The oracle (``BabyAISuite().oracle(env)``) is minigrid's ``BabyAIBot``; it reads the true
 environment state and exists only to check that the env and the scorer agree.
@@ -101,6 +109,12 @@ class BabyAIConfig:
     per_split: int = field(default=10, metadata={"help": "episodes per level in each split"})
     dev_seed: int = field(default=1000, metadata={"help": "first seed of the dev split"})
     test_seed: int = field(default=2000, metadata={"help": "first seed of the test split (ranges must not overlap)"})
+    train_seed: int = field(default=3000, metadata={
+        "help": "first seed of the train split; modulo the stride (test_seed + per_split) its range must miss "
+                "dev's and test's, so that no reset seed gives train a dev or test episode"})
+    holdout_reset_seed: int = field(default=9, metadata={
+        "help": "the reset seed of the test tasks whose episodes are the holdout split's own (never run test "
+                "at this reset seed or above while designing)"})
 
 
 def _make_gym(level_id: str):
@@ -113,7 +127,7 @@ class BabyAISuite:
     name = "babyai"
     version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families = list(LEVELS)
-    splits = ["dev", "test"]
+    splits = ["dev", "test", "train", "holdout"]
     reset_varies = True  # another reset seed: another layout and mission of the level (jitlab/repeats.py)
 
     def __init__(self, config: BabyAIConfig | None = None):
@@ -122,11 +136,32 @@ class BabyAISuite:
             raise ValueError("BabyAIConfig: dev_seed must be >= 0 (gym seeds are non-negative)")
         if self.config.dev_seed + self.config.per_split > self.config.test_seed:
             raise ValueError("BabyAIConfig: dev and test seed ranges overlap; raise test_seed")
+        if self.config.holdout_reset_seed < 1:
+            raise ValueError("BabyAIConfig: holdout_reset_seed must be >= 1 (reset seed 0 is the test split itself)")
+        met = self._residues("train") & (self._residues("dev") | self._residues("test"))
+        if met:
+            raise ValueError(f"BabyAIConfig: train seeds meet dev or test seeds modulo the stride {self.seed_stride} "
+                             f"(residues {min(met)}..{max(met)}); pick a train_seed whose range modulo "
+                             f"{self.seed_stride} misses [{self.config.dev_seed % self.seed_stride}, "
+                             f"{self.config.dev_seed % self.seed_stride + self.config.per_split}) and "
+                             f"[{self.config.test_seed % self.seed_stride}, {self.seed_stride})")
+
+    def first_seed(self, split: str) -> int:
+        """The task seed of a split's first episode per level (holdout: test's at ``holdout_reset_seed``)."""
+        check_choice("split", split, self.splits)
+        cfg = self.config
+        if split == "holdout":
+            return cfg.test_seed + cfg.holdout_reset_seed * self.seed_stride
+        return {"dev": cfg.dev_seed, "test": cfg.test_seed, "train": cfg.train_seed}[split]
+
+    def _residues(self, split: str) -> set[int]:
+        first = self.first_seed(split)
+        return {(first + i) % self.seed_stride for i in range(self.config.per_split)}
 
     def tasks(self, split: str = "dev", family: str | None = None) -> list[TaskSpec]:
         check_choice("split", split, self.splits)
         check_choice("family", family, self.families)
-        first = self.config.dev_seed if split == "dev" else self.config.test_seed
+        first = self.first_seed(split)
         specs = []
         # seed-major order, so the first tasks (``--limit``) cover every level
         for seed in range(first, first + self.config.per_split):
@@ -145,7 +180,8 @@ class BabyAISuite:
     @property
     def seed_stride(self) -> int:
         """How far apart the gym seeds of one task at consecutive reset seeds are: past the test range, so that
-        ``task seed + seed * stride`` never gives a dev task a test task's episode (or the reverse)."""
+        ``task seed + seed * stride`` never gives a dev task a test task's episode (or the reverse). Kept as it was
+        before train existed (committed dev and test results depend on it); train lies in other residues."""
         return self.config.test_seed + self.config.per_split
 
     def make_env(self, spec: TaskSpec) -> BabyAIEnv:

@@ -7,8 +7,13 @@ game is checked against it before every use and regenerated, with a logged warni
 or corrupt. Generation holds a per-game file lock, so threads and processes asking for the same game
 at once generate it once.
 
-    python -m jitlab.envs.textworld prepare [--split dev|test] [--jobs 2]   # pre-generate all games
-    python -m jitlab.envs.textworld list [--split dev]                      # list tasks
+    python -m jitlab.envs.textworld prepare [--split dev|test|train|holdout] [--jobs 2]   # pre-generate games
+    python -m jitlab.envs.textworld list [--split dev]                                    # list tasks
+
+Splits: ``dev`` (seeds 10000..), ``test`` (20000..), ``train`` (30000..: teacher evidence and training, never
+evaluated on) and ``holdout`` (40000..: created once, played only after a design is frozen). Each split has the
+same 3 families x 3 levels x ``games_per_level`` games; seed ranges are 10000 wide, so no two splits share a
+seed, and the split is in every task id. ``prepare`` without ``--split`` generates dev and test only.
 
 The env exposes one tool, ``act(command)``; each observation lists the admissible commands as
 ``candidates``. success = game won; reward = score / max score. ``TextWorldSuite.oracle(env)``
@@ -92,7 +97,9 @@ _LEVEL_NOTES = {
                 2: "level 2: one ingredient that must be cooked; containers may need opening",
                 3: "level 3: two ingredients that must be cut; containers may need opening"},
 }
-_SPLIT_SEED_BASE = {"dev": 10_000, "test": 20_000}   # dev and test seeds never overlap (see _seed)
+# split -> first seed; ranges are 10000 wide and _seed stays inside one, so no two splits share a seed
+_SPLIT_SEED_BASE = {"dev": 10_000, "test": 20_000, "train": 30_000, "holdout": 40_000}
+_PREPARE_DEFAULT = ("dev", "test")   # what ``prepare`` generates without --split
 _INFO_KEYS = ("admissible_commands", "won", "lost", "score", "max_score", "policy_commands", "moves")
 
 
@@ -100,7 +107,7 @@ _INFO_KEYS = ("admissible_commands", "won", "lost", "score", "max_score", "polic
 class TextWorldConfig:
     """How many games and where they live."""
     games_per_level: int = field(default=4, metadata={
-        "help": "games per (family, level) in each split; 4 gives 3x3x4 = 36 games per split, 72 in all"})
+        "help": "games per (family, level) in each split; 4 gives 3x3x4 = 36 games per split"})
     data_dir: str | None = field(default=None, metadata={
         "help": "cache folder for generated games; default jitlab.paths.data_dir('textworld')"})
     generate_timeout_s: float = field(default=300.0, metadata={
@@ -108,7 +115,7 @@ class TextWorldConfig:
 
 
 def _seed(split: str, family: str, level: int, index: int) -> int:
-    """dev seeds lie in [10000, 20000), test seeds in [20000, 30000): disjoint by construction."""
+    """A split's seeds lie in [base, base + 10000) (_SPLIT_SEED_BASE, 10000 apart): disjoint by construction."""
     fam = list(LEVELS).index(family)
     if not 0 <= index < 100:
         raise ConfigError(f"games_per_level must be at most 100 (got index {index}); lower it")
@@ -259,7 +266,7 @@ class TextWorldSuite:
     name = "textworld"
     version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families: ClassVar[list[str]] = list(LEVELS)
-    splits: ClassVar[list[str]] = ["dev", "test"]
+    splits: ClassVar[list[str]] = list(_SPLIT_SEED_BASE)
     reset_varies = False  # a game is deterministic: every reset seed plays the same episode (jitlab/repeats.py)
 
     def __init__(self, config: TextWorldConfig | None = None):
@@ -427,9 +434,10 @@ class WalkthroughOracle(Agent):
 
 
 def prepare(split: str | None = None, jobs: int = 2, suite: TextWorldSuite | None = None) -> dict:
-    """Pre-generate every game of ``split`` (both splits when None). Returns counts and timing."""
+    """Pre-generate every game of ``split`` (dev and test when None). Returns counts and timing."""
     suite = suite or TextWorldSuite()
-    specs = [s for sp in ([split] if split else suite.splits) for s in suite.tasks(sp)]
+    check_choice("split", split, suite.splits)
+    specs = [s for sp in ([split] if split else _PREPARE_DEFAULT) for s in suite.tasks(sp)]
     start, started_at = time.perf_counter(), time.time()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(suite.ensure, specs))
@@ -448,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jitlab.envs.textworld", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_prep = sub.add_parser("prepare", help="generate (or verify) every game")
-    p_prep.add_argument("--split", choices=TextWorldSuite.splits, default=None, help="default: both")
+    p_prep.add_argument("--split", choices=TextWorldSuite.splits, default=None, help="default: " + " and ".join(_PREPARE_DEFAULT))
     p_prep.add_argument("--jobs", type=int, default=2, help="parallel tw-make processes")
     p_list = sub.add_parser("list", help="list tasks")
     p_list.add_argument("--split", choices=TextWorldSuite.splits, default="dev")

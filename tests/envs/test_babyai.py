@@ -1,6 +1,6 @@
 """Tests of the BabyAI suite: task listing, the text renderer, reset/step/score and the BabyAIBot oracle.
-The default tests play a handful of episodes (well under a second each); the slow test runs the
-oracle on every dev and test task."""
+The default tests play a handful of episodes (well under a second each) and the oracle on every dev, test and
+train task; no test plays a holdout episode (its seeds are checked by arithmetic only)."""
 from __future__ import annotations
 
 import threading
@@ -41,12 +41,16 @@ def test_splits_are_disjoint_and_cover_every_level(suite):
 
 
 def test_unknown_split_and_family_name_the_choices(suite):
-    with pytest.raises(UnknownName, match="available: dev, test"):
-        suite.tasks("train")
+    with pytest.raises(UnknownName, match="available: dev, holdout, test, train"):
+        suite.tasks("valid")
     with pytest.raises(UnknownName, match="GoToLocal"):
         suite.tasks("dev", family="MazeOfDoom")
     with pytest.raises(ValueError, match="overlap"):
         BabyAISuite(BabyAIConfig(per_split=10, dev_seed=0, test_seed=5))
+    with pytest.raises(ValueError, match="train seeds meet dev or test seeds modulo the stride 2010"):
+        BabyAISuite(BabyAIConfig(train_seed=1000 + 2 * 2010))   # dev's residues: dev episodes at reset seed 2
+    with pytest.raises(ValueError, match="holdout_reset_seed must be >= 1"):
+        BabyAISuite(BabyAIConfig(holdout_reset_seed=0))
 
 
 def test_render_names_mission_objects_front_and_carried():
@@ -127,6 +131,50 @@ def test_the_reset_seed_picks_the_layout(suite):
     env.close(), other.close()
 
 
+def test_train_and_holdout_have_dev_shape_and_ids_of_their_own(suite):
+    by_split = {split: suite.tasks(split) for split in suite.splits}
+    assert list(by_split) == ["dev", "test", "train", "holdout"]
+    shape = {split: [t.family for t in tasks] for split, tasks in by_split.items()}
+    assert all(v == shape["dev"] for v in shape.values())                    # same levels, same order
+    every = [t for tasks in by_split.values() for t in tasks]
+    assert len({t.id for t in every}) == len({(t.family, t.data["seed"]) for t in every}) == len(every) == 4 * 70
+    assert all(t.split == split for split, tasks in by_split.items() for t in tasks)
+    assert [t.data["seed"] for t in by_split["train"][:: len(LEVELS)]] == list(range(3000, 3010))
+    # the holdout's own episode is the test task's at reset seed 9, with the test task's level and budget
+    for held, test in zip(by_split["holdout"], by_split["test"]):
+        assert gym_seed(held) == gym_seed(test, 9) and (held.family, held.max_steps) == (test.family, test.max_steps)
+        assert held.description == test.description and held.id != test.id
+    again = BabyAISuite()
+    assert [(t.id, t.data) for t in again.tasks("train")] == [(t.id, t.data) for t in by_split["train"]]
+
+
+def test_no_reset_seed_gives_one_split_anothers_episode(suite):
+    # an episode is (level, gym seed): every split's, at reset seeds 0..50
+    seeds = {split: {(t.family, gym_seed(t, s)): (t.id, s) for t in suite.tasks(split) for s in range(51)}
+             for split in suite.splits}
+    assert all(len(v) == 70 * 51 for v in seeds.values())
+    for a in ("dev", "test", "train"):
+        for b in ("dev", "test", "train", "holdout"):
+            if a != b and {a, b} != {"test", "holdout"}:
+                assert not seeds[a].keys() & seeds[b].keys(), (a, b)
+    # holdout and test meet only where the holdout is defined: holdout at reset k is test at reset 9 + k
+    shared = seeds["test"].keys() & seeds["holdout"].keys()
+    assert {seeds["test"][g][1] - seeds["holdout"][g][1] for g in shared} == {9}
+    assert all(seeds["test"][g][1] >= 9 for g in shared)
+    # dev and test gym seeds are what they were before train existed (committed results depend on them)
+    assert suite.seed_stride == 2010
+    assert {gym_seed(t) for t in suite.tasks("dev")} == set(range(1000, 1010))
+    assert {gym_seed(t, 50) for t in suite.tasks("test")} == {g + 50 * 2010 for g in range(2000, 2010)}
+
+
+def test_a_train_episode_plays_and_replays(suite):
+    spec = _task(suite, "GoToLocal", split="train")
+    env, other = suite.make_env(spec), suite.make_env(spec)
+    assert env.reset().text == other.reset().text and env.score().info["env_seed"] == 3000
+    assert env.step("act", {"command": "turn left"}).text == other.step("act", {"command": "turn left"}).text
+    env.close(), other.close()
+
+
 def test_reset_seeds_never_give_one_split_the_others_episodes(suite):
     dev, test = suite.tasks("dev"), suite.tasks("test")
     dev_seeds = {gym_seed(t, s) for t in dev for s in range(50)}
@@ -156,7 +204,7 @@ def _oracle_wins(suite, split, seed):
     return wins, len(specs)
 
 
-@pytest.mark.parametrize("split", ["dev", "test"])
+@pytest.mark.parametrize("split", ["dev", "test", "train"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_oracle_solves_every_task(suite, split, seed):
     # about half a second per split: BabyAIBot within the suite's step budgets, without `done`

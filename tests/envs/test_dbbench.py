@@ -35,16 +35,39 @@ def test_splits_families_and_exclusions(suite):
     assert len(load_entries("dev")) == 60 and len(load_entries("test")) == 200
     dev, test = suite.tasks("dev"), suite.tasks("test")
     skipped = excluded()
-    assert len(dev) + len(test) + len(skipped) == 260
+    assert len(dev) + len(test) + len([k for k in skipped if not k.startswith("train-")]) == 260
     assert all(reason for reason in skipped.values())
     assert not {t.data["entry_id"] for t in dev + test} & set(skipped)
     assert {t.family for t in dev} <= set(suite.families) and {"INSERT", "UPDATE"} <= {t.family for t in dev}
     assert (DATA_DIR / "LICENSE").exists() and (DATA_DIR / "README.md").exists()
 
 
+def test_train_split_is_the_standard_sets_other_rows_sharing_nothing_with_dev_or_test(suite):
+    assert suite.splits == ["dev", "test", "train"] and len(load_entries("train")) == 100
+    train = suite.tasks("train")
+    assert len(train) + len([k for k in excluded() if k.startswith("train-")]) == 100 and len(train) >= 80
+    entries = {s: load_entries(s) for s in suite.splits}
+    raw = {s: {json.dumps({k: v for k, v in e.items() if k != "_id"}, sort_keys=True) for e in es}
+           for s, es in entries.items()}
+    assert not raw["train"] & (raw["dev"] | raw["test"])                       # no dev or test entry again
+    kept = {t.data["entry_id"] for t in train}
+    tables = {s: {json.dumps(e["table"], sort_keys=True) for e in es} for s, es in entries.items() if s != "train"}
+    assert not any(json.dumps(e["table"], sort_keys=True) in tables["dev"] | tables["test"]
+                   for e in entries["train"] if e["_id"] in kept), "a kept train task shares a dev/test table"
+    assert not {e["description"] for e in entries["train"]} & {e["description"] for s in ("dev", "test")
+                                                               for e in entries[s]}
+    every = [t.id for s in suite.splits for t in suite.tasks(s)]
+    assert len(every) == len(set(every)) and all(t.id.startswith("dbbench-train-") for t in train)
+    families = {t.family for t in train}
+    assert families == set(suite.families)                                    # every family, if thinly
+    assert [t.id for t in DBBenchSuite().tasks("train")] == [t.id for t in train]
+
+
 def test_unknown_split_and_family_name_the_choices(suite):
-    with pytest.raises(UnknownName, match="available: dev, test"):
-        suite.tasks("train")
+    with pytest.raises(UnknownName, match="available: dev, test, train"):
+        suite.tasks("valid")
+    with pytest.raises(UnknownName, match="available: dev, test, train"):
+        gold_check("valid")
     with pytest.raises(UnknownName, match="aggregation-SUM"):
         suite.tasks("dev", family="DELETE-ALL")
 
@@ -144,21 +167,22 @@ def test_translate_mysql_escapes():
 
 
 def test_gold_check_agrees_on_every_kept_task():
-    for split in ("dev", "test"):
+    for split in ("dev", "test", "train"):
         rows = gold_check(split)
         kept = [r for r in rows if r["status"] != "excluded"]
         assert kept and all(r["agrees"] for r in kept), [r for r in kept if not r["agrees"]][:3]
 
 
 def test_fixes_file_is_well_formed():
-    ids = {e["_id"] for s in ("dev", "test") for e in load_entries(s)}
+    ids = {e["_id"] for s in ("dev", "test", "train") for e in load_entries(s)}
     for line in (DATA_DIR / "fixes.jsonl").read_text().splitlines():
         record = json.loads(line)
         assert record["id"] in ids and record["reason"] and ("sql" in record) != bool(record.get("exclude"))
 
 
-def test_oracle_wins_every_dev_task(suite):
-    specs = suite.tasks("dev")
+@pytest.mark.parametrize("split", ["dev", "train"])
+def test_oracle_wins_every_dev_task(suite, split):
+    specs = suite.tasks(split)
     wins = 0
     for spec in specs:
         env = suite.make_env(spec)
@@ -208,10 +232,11 @@ def test_the_seed_shuffles_the_row_order_deterministically(suite):
     assert _all_rows(again) == views[2][0]
 
 
+@pytest.mark.parametrize("split", ["dev", "train"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_oracle_wins_every_dev_task_at_other_seeds(suite, seed):
+def test_oracle_wins_every_dev_task_at_other_seeds(suite, seed, split):
     """The gold answer stays valid under the seed's row order (or the task keeps the shipped order)."""
-    specs = suite.tasks("dev")
+    specs = suite.tasks(split)
     wins = 0
     for spec in specs:
         env = suite.make_env(spec)

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from jitlab.envs.base import get_suite
-from jitlab.envs.textworld import TextWorldConfig, TextWorldSuite
+from jitlab.envs.textworld import TextWorldConfig, TextWorldSuite, main, prepare
 from jitlab.errors import UnknownName
 from jitlab.runtime import Budget, LLMHandle, run_episode
 
@@ -33,10 +33,54 @@ def _sha(path):
 
 
 def test_unknown_split_and_family_name_the_choices(suite):
-    with pytest.raises(UnknownName, match="unknown split 'train'.*dev, test"):
-        suite.tasks("train")
+    with pytest.raises(UnknownName, match="unknown split 'valid'; available: dev, holdout, test, train"):
+        suite.tasks("valid")
     with pytest.raises(UnknownName, match="unknown family 'zork'.*coin_collector"):
         suite.tasks("dev", family="zork")
+    with pytest.raises(UnknownName, match="unknown split 'valid'"):
+        prepare("valid", suite=suite)                          # refused before any game is generated
+    assert not list(suite.cache.games.glob("*.z8"))
+
+
+def test_every_split_has_the_same_shape_and_shares_no_seed_or_id(suite):
+    assert suite.splits == ["dev", "test", "train", "holdout"]
+    by_split = {split: suite.tasks(split) for split in suite.splits}
+    shape = {split: sorted((t.family, t.data["level"]) for t in tasks) for split, tasks in by_split.items()}
+    assert len({tuple(v) for v in shape.values()}) == 1 and len(shape["dev"]) == 36
+    every = [t for tasks in by_split.values() for t in tasks]
+    assert len({t.id for t in every}) == len({t.data["seed"] for t in every}) == len(every) == 4 * 36
+    for split, tasks in by_split.items():
+        assert {t.split for t in tasks} == {split} and all(f"-{split}-" in t.id for t in tasks)
+        assert all(t.data["argv"][-2:] == ["--seed", str(t.data["seed"])] for t in tasks)
+    ranges = {split: (min(t.data["seed"] for t in ts), max(t.data["seed"] for t in ts)) for split, ts in by_split.items()}
+    assert ranges["train"][0] >= 30_000 and ranges["holdout"][0] >= 40_000
+    spans = sorted(ranges.values())
+    assert all(hi < lo for (_, hi), (lo, _) in zip(spans, spans[1:])), spans
+    # dev and test are what they were before train and holdout existed (committed results depend on them)
+    assert [t.data["seed"] for t in by_split["dev"][:3]] == [10_100, 10_300, 10_500]
+    assert [t.data["seed"] for t in by_split["test"][:3]] == [20_100, 20_300, 20_500]
+    again = TextWorldSuite(TextWorldConfig(data_dir=str(suite.cache.root)))
+    assert [(t.id, t.data["argv"]) for t in again.tasks("train")] == [(t.id, t.data["argv"]) for t in by_split["train"]]
+    assert not list(suite.cache.games.glob("*.z8")), "listing tasks must not generate games"
+
+
+def test_the_command_line_takes_every_split(suite, capsys):
+    assert main(["list", "--split", "train"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 36 and all(line.startswith("tw-") and "-train-" in line for line in lines)
+    with pytest.raises(SystemExit):
+        main(["prepare", "--split", "valid"])
+    assert "invalid choice: 'valid'" in capsys.readouterr().err
+
+
+def test_a_train_game_generates_and_the_oracle_wins_it(tmp_path):
+    suite = TextWorldSuite(TextWorldConfig(data_dir=str(tmp_path)))   # its own cache: others list an empty one
+    spec = _task(suite, "coin_collector", 1, split="train")
+    env = suite.make_env(spec)
+    result = run_episode(env, suite.oracle(env), LLMHandle(backbone=None), Budget())
+    env.close()
+    assert result.status == "ok" and result.success
+    assert suite.cache.manifest()[spec.id]["argv"][-1] == str(spec.data["seed"])
 
 
 def test_task_listing_is_cheap_disjoint_and_hides_answers(suite):
@@ -123,11 +167,12 @@ def test_corrupt_cached_game_is_regenerated_byte_identical_once(suite, caplog):
 
 
 @pytest.mark.slow
-def test_oracle_solves_dev_split():
-    """Generates all dev games into the default cache (~2-3 min the first time) and plays the oracle."""
+@pytest.mark.parametrize("split", ["dev", "train"])
+def test_oracle_solves_dev_split(split):
+    """Generates all games of the split into the default cache (~2-3 min the first time) and plays the oracle."""
     suite = TextWorldSuite()
     wins = 0
-    specs = suite.tasks("dev")
+    specs = suite.tasks(split)
     for spec in specs:
         env = suite.make_env(spec)
         result = run_episode(env, suite.oracle(env), LLMHandle(backbone=None), Budget())
@@ -155,7 +200,7 @@ def test_episodes_in_threads_can_reset_and_step_at_once(suite):
 # -- a killed run leaves no tw-make behind (issue 17, case 9) -------------------------------------------------
 _GENERATE = """
 import sys
-from jitlab.envs.textworld import TextWorldConfig, TextWorldSuite
+from jitlab.envs.textworld import TextWorldConfig, TextWorldSuite, main, prepare
 suite = TextWorldSuite(TextWorldConfig(data_dir=sys.argv[1]))
 task = next(t for t in suite.tasks("dev", "cooking") if t.data["level"] == 3)
 suite.ensure(task)

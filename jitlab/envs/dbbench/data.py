@@ -1,8 +1,8 @@
 """DBBench task data: AgentBench's entries per split and jitlab's gold fixes / exclusions.
 
 ``load_entries(split)`` reads ``jitlab/envs/data/dbbench/<split>.jsonl`` (each entry gets an ``_id``
-such as ``dev-000``, from its line number); ``fixes.jsonl`` maps an id to a replacement gold statement
-or an exclusion, each with its reason (see that folder's README).
+such as ``dev-000``, from its line number) for each split of ``SPLITS``; ``fixes.jsonl`` maps an id
+to a replacement gold statement or an exclusion, each with its reason (see that folder's README).
 """
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import json
 from functools import cache
 from pathlib import Path
 
-__all__ = ["DATA_DIR", "MODIFY", "entry_of", "excluded", "family_of", "fixes", "load_entries"]
+__all__ = ["DATA_DIR", "MODIFY", "SPLITS", "entry_of", "excluded", "family_of", "fixes", "load_entries"]
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "dbbench"
 MODIFY = ("INSERT", "UPDATE", "DELETE")   # families scored by the final table, not the answer
+# dev: AgentBench's dev set; test: 200 rows of its standard set; train: the standard set's other 100 rows
+SPLITS = ("dev", "test", "train")
 
 
 @cache

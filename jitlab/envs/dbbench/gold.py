@@ -23,7 +23,7 @@ from collections import Counter
 from functools import lru_cache
 
 from jitlab.envs.base import check_choice
-from jitlab.envs.dbbench.data import MODIFY, entry_of, family_of, fixes, load_entries
+from jitlab.envs.dbbench.data import MODIFY, SPLITS, entry_of, family_of, fixes, load_entries
 from jitlab.envs.dbbench.scoring import answers_match, mysql_table_md5, table_hash
 from jitlab.envs.dbbench.sql import build_db, execute, translate_mysql
 
@@ -85,7 +85,7 @@ def gold_check(split: str) -> list[dict]:
     """Run every task's gold statement through the scorer. One dict per task: id, family, status
     (``raw`` when the shipped statement agrees as is, ``fixed`` when it agrees after translate_mysql or
     a recorded fix, ``excluded`` or ``disagrees``), agrees, detail."""
-    check_choice("split", split, ["dev", "test"])
+    check_choice("split", split, SPLITS)
     out = []
     for entry in load_entries(split):
         fix = fixes().get(entry["_id"], {})
@@ -122,7 +122,7 @@ def _agrees(entry: dict, statement: str | None) -> tuple[bool, str]:
 def report(seeds: tuple[int, ...] = (1, 2, 3)) -> None:
     """Print the gold check per split and family, the disagreeing and excluded tasks, and how many kept tasks
     keep the shipped row order at each of ``seeds`` (their gold answer depends on the order)."""
-    for split in ("dev", "test"):
+    for split in SPLITS:
         rows = gold_check(split)
         by = Counter((r["family"], r["status"]) for r in rows)
         statuses = Counter(r["status"] for r in rows)

@@ -6,7 +6,7 @@
     python -m jitlab.envs.dbbench            # gold check: agreement per split and family, exclusions
 
 Data: ``jitlab/envs/data/dbbench/`` (AgentBench's dev.jsonl = dev split, 60 tasks; test.jsonl =
-test split, 200 tasks; Apache-2.0). Families are the task ``type`` (other, counting, comparison,
+test split, 200 tasks; train.jsonl = train split, the standard set's other 100 rows, 85 kept; Apache-2.0). Families are the task ``type`` (other, counting, comparison,
 ranking, aggregation-SUM/MIN/MAX/AVG, INSERT, UPDATE). The package's other modules: ``data`` (entries,
 fixes), ``sql`` (MySQL-like SQLite), ``scoring`` (answer and table comparison), ``gold`` (gold
 statements, gold check, seeded row order).
@@ -31,7 +31,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from jitlab.envs.base import Score, TaskSpec, check_choice, interleave
-from jitlab.envs.dbbench.data import MODIFY, entry_of, excluded, family_of, load_entries
+from jitlab.envs.dbbench.data import MODIFY, SPLITS, entry_of, excluded, family_of, load_entries
 from jitlab.envs.dbbench.gold import gold_statement, gold_table_hash, row_order, rows_to_answer
 from jitlab.envs.dbbench.scoring import answers_match, normalize_answer, table_hash
 from jitlab.envs.dbbench.sql import build_db, execute, quote, render_result
@@ -84,7 +84,7 @@ class DBBenchSuite:
     version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families = ["other", "counting", "comparison", "ranking", "aggregation-SUM", "aggregation-MIN",
                 "aggregation-MAX", "aggregation-AVG", "INSERT", "UPDATE"]
-    splits = ["dev", "test"]
+    splits = list(SPLITS)
     reset_varies = True  # another reset seed: the rows inserted in another order (gold.row_order; jitlab/repeats.py)
 
     def __init__(self, config: DBBenchConfig | None = None):
