@@ -58,7 +58,7 @@ class RunConfig:
                                                                 "llamacpp:embedded|<f.gguf> | scripted:<name>"})
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, "
                                                                           "max_new_tokens, ...)"})
-    split: str = field(default="dev", metadata={"help": "dev or test"})
+    split: str = field(default="dev", metadata={"help": "a split of the suite: dev, test, train, holdout (jitlab suites)"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     offset: int = field(default=0, metadata={"help": "index of the first task in the split", "min": 0})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (from --offset)", "min": 1})

@@ -42,7 +42,7 @@ class JITConfig:
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options of the backbones"})
     judge_backbone: str | None = field(default=None, metadata={"help": "backbone of the judge selector "
                                                                        "(default: --backbone)"})
-    split: str = field(default="dev", metadata={"help": "dev or test"})
+    split: str = field(default="dev", metadata={"help": "a split of the suite: dev, test, train, holdout (jitlab suites)"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (the stream)", "min": 1})
     seed: int = field(default=0, metadata={"help": "episode seed (env reset, cache key, generator randomness)",
