@@ -58,10 +58,12 @@ def cmd_show(args) -> int:
             print(eps[cols].to_string(index=False))
         rows.append({"run": str(run_dir), **{k: summary[k] for k in (
             "harness", "backbone", "n_episodes", "success_rate", "mean_reward", "tokens_per_task",
-            "cost_per_task", "tool_calls_per_task", "wall_s_per_task")}})
+            "cost_per_task", "tool_calls_per_task", "wall_s_per_task")},
+            "prefix_reuse": (summary.get("prefix_reuse") or {}).get("share")})
     print()
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="-"))
     _print_intervals(summaries)
+    _print_prefix_reuse(summaries)
     for run_dir in args.run_dirs:
         _print_repeats(summarize(run_dir, write=False), run_dir)
     if args.compliance:
@@ -91,6 +93,23 @@ def _print_intervals(summaries: dict) -> None:
                      if s["tokens_per_task_ci"] else "–"})
     print(f"\n95% intervals ({s['interval_method']}):")
     print(pd.DataFrame(rows).to_string(index=False))
+def _print_prefix_reuse(summaries: dict) -> None:
+    """Each run's prefix-reuse share by call kind (jitlab.store.prefix_reuse), and the calls not measured in tokens."""
+    print("\nprefix reuse (prompt tokens from the backbone's prefix cache / prompt tokens read; score calls: prompt "
+          "and candidates):")
+    for run_dir, s in summaries.items():
+        r = s.get("prefix_reuse")
+        if r is None:
+            print(f"  {run_dir}: no backbone call")
+            continue
+        kinds = [f"{k} {v['share']:.2f} of {v['prompt_tokens']:,} tokens ({v['calls']} calls)" if v["share"] is not None
+                 else f"{k} - ({v['calls']} calls)" for k, v in r["by_kind"].items()]
+        unmeasured = (f"; not measured: {r['unmeasured_calls']} calls, {r['unmeasured_prompt_tokens']:,} prompt tokens "
+                      "(score calls counted in words by a backbone without a tokenizer, or records from before "
+                      "schema 2)" if r["unmeasured_calls"] else "")
+        print(f"  {run_dir}: {', '.join(kinds) or 'no call measured in tokens'}{unmeasured}")
+
+
 def _print_repeats(summary: dict, run_dir) -> None:
     """The reliability line of a run with repeats (``--repeat K``; jitlab/repeats.py); nothing otherwise."""
     r = summary.get("repeats")
