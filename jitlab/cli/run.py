@@ -70,9 +70,15 @@ def cmd_show(args) -> int:
         for run_dir in args.run_dirs:
             _print_compliance(run_dir)
     if args.mechanisms:
-        from jitlab.viz.runs import mechanism_usage
+        from jitlab.viz.runs import class_counts, mechanism_usage
         for run_dir in args.run_dirs:
-            _, mech = mechanism_usage(run_dir)
+            tasks, mech = mechanism_usage(run_dir)
+            slots = ["stream_index", "task_id", "harness_name", "M", "P", "F", "A", "H", "success"]
+            print(f"\nmechanisms per task in {run_dir} (the library class of each slot of the harness that ran; "
+                  "H none: no hooks.py)")
+            print(tasks[slots].to_string(index=False, na_rep="-"))
+            print(f"\nlibrary classes over {run_dir} (tasks whose harness carried each, their share and success)")
+            print(class_counts(tasks).to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="-"))
             print(f"\ncase-study mechanisms in {run_dir} (tasks whose harness used each; success and reward when "
                   "chosen vs not; candidates containing it)")
             print(mech.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-"))
@@ -215,8 +221,9 @@ def add_run_commands(sub) -> None:
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--compliance", action="store_true", help="also per-step compliance: shares of replies that "
                    "parsed, named an admissible action, were changed by realisation or a hook, by step index")
-    p.add_argument("--mechanisms", action="store_true", help="also the case-study mechanisms the run's harnesses used: "
-                   "tasks that chose each, success when chosen vs not (experiments.mechanism_usage)")
+    p.add_argument("--mechanisms", action="store_true", help="also the mechanisms the run's harnesses carried: per "
+                   "task the library class of each slot M/P/F/A/H, the tasks that carried each class, and the "
+                   "case-study mechanisms with success when chosen vs not (jitlab.viz.runs.mechanism_usage)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("export", help="compact export of run directories (summary, episodes, per-call aggregates) to commit")
