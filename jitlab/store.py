@@ -557,7 +557,8 @@ def prefix_reuse(calls, episodes) -> dict | None:
     if calls.empty:
         return None
     n = calls["n_calls"] if "n_calls" in calls else pd.Series(1, index=calls.index)
-    reused = pd.to_numeric(calls["reused_tokens"], errors="coerce")
+    reused = pd.to_numeric(calls["reused_tokens"], errors="coerce") if "reused_tokens" in calls else \
+        pd.Series(float("nan"), index=calls.index)   # an export of a run from before schema 2
     measured = reused.notna()
 
     def share(mask) -> dict:
@@ -605,9 +606,8 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
     compliance = compliance_summary(frames["steps"], eps)  # the steps of finished episodes
     if compliance is not None:  # per-step compliance records (parsed, admissible, realised, hooked, decided_by)
         summary["compliance"] = compliance
-    reuse = prefix_reuse(frames["calls"], eps)
-    if reuse is not None:  # share of prompt tokens taken from the backbone's prefix cache (docs/records.md)
-        summary["prefix_reuse"] = reuse
+    # share of prompt tokens taken from the backbone's prefix cache (docs/records.md); None: no backbone call
+    summary["prefix_reuse"] = prefix_reuse(frames["calls"], eps)
     from jitlab.repeats import repeat_summary
     repeats = repeat_summary(done)
     if repeats is not None:  # some task ran at several seeds (--repeat): pass@1 over repeats, pass^k, variance
