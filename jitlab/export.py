@@ -73,14 +73,16 @@ def _write_csv(df, path: Path) -> None:
 
 def _call_aggregates(calls):
     """Per-call records folded to one row per episode x phase x kind x backbone x cached: n_calls and the
-    sum of every other numeric column (new numeric columns of the calls table are summed too)."""
+    sum of every other numeric column (new numeric columns of the calls table are summed too; NULL where every
+    call of the group is NULL)."""
     import pandas as pd
     keys = [k for k in _CALL_KEYS if k in calls.columns]
     numeric = [c for c in calls.columns if c not in keys and c != "t" and pd.api.types.is_numeric_dtype(calls[c])]
     if calls.empty:
         return pd.DataFrame(columns=keys + ["n_calls"] + numeric)
     grouped = calls.groupby(keys, dropna=False, sort=True)
-    out = grouped[numeric].sum().reset_index() if numeric else grouped.size().reset_index()[keys]
+    # min_count=1: a group with nothing recorded (e.g. reused_tokens of score calls counted in words) stays NULL
+    out = grouped[numeric].sum(min_count=1).reset_index() if numeric else grouped.size().reset_index()[keys]
     out.insert(len(keys), "n_calls", grouped.size().values)
     return out
 

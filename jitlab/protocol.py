@@ -142,7 +142,8 @@ class Completion:
     cached: bool = False
     queue_s: float = 0.0                 # of latency_s: waiting for a shared model (not charged to the wall budget)
     compute_s: float | None = None       # of latency_s: the model's work (a batch's whole time); None: not split
-    reused_tokens: int = 0               # prompt tokens taken from a prefix (KV) cache instead of prefilled
+    reused_tokens: int | None = 0        # prompt tokens taken from a prefix (KV) cache instead of prefilled (None:
+                                         # not measured, a score call counted in words: jitlab.runtime.LLMHandle.score)
 
 
 @dataclass

@@ -144,6 +144,11 @@ class LLMHandle:
         return completion
 
     def score(self, messages: list[dict], candidates: list[str]) -> list[float]:
+        """One batched likelihood pass (the backbone's ``score``), accounted like a chat call: its prompt tokens are
+        the prompt's plus the candidates' tokens as the backbone's tokenizer counts them (``last_score_timing``'s
+        ``prompt_tokens``, also for a replay-cache hit, which keeps them), with the prompt tokens its prefix cache
+        reused. A backbone that reports no count (no tokenizer: the scripted doubles, litellm) is estimated in
+        words, and its call records ``reused_tokens`` NULL: a word count is not comparable to reused tokens."""
         scorer = getattr(self.backbone, "score", None)
         if scorer is None:
             raise NotImplementedError(f"backbone {self.backbone.id} has no score()")
@@ -154,23 +159,29 @@ class LLMHandle:
         if cached is None:
             self._check_spend()
         start, timing = time.perf_counter(), {}
-        scores = cached if cached is not None else [float(s) for s in scorer(messages, list(candidates))]
+        if cached is not None:  # a list: an entry written before token counts were kept
+            scores, timing = (cached, {}) if isinstance(cached, list) else (cached["scores"], cached["timing"])
+        else:
+            scores = [float(s) for s in scorer(messages, list(candidates))]
+            if callable(getattr(self.backbone, "last_score_timing", None)):
+                timing = self.backbone.last_score_timing()
         latency = time.perf_counter() - start
         if cached is None and self.cache:
-            self.cache.put(key, scores, kind="score")
-        if cached is None and callable(getattr(self.backbone, "last_score_timing", None)):
-            timing = self.backbone.last_score_timing()
+            counted = {k: timing[k] for k in ("prompt_tokens", "reused", "compute_s") if k in timing}
+            self.cache.put(key, {"scores": scores, "timing": counted} if "prompt_tokens" in counted else scores,
+                           kind="score")
         if self.on_call:
-            # a scoring pass reads the prompt and the candidates: prompt tokens (estimated by words), no completion,
-            # priced like any prompt tokens of this backbone
-            tokens = sum(len(c.split()) for c in candidates) + sum(len(m["content"].split()) for m in messages)
-            price = getattr(self.backbone, "price", None)
+            counted = "prompt_tokens" in timing
+            tokens = int(timing["prompt_tokens"]) if counted else \
+                sum(len(c.split()) for c in candidates) + sum(len(m["content"].split()) for m in messages)
+            price = getattr(self.backbone, "price", None)  # priced like any prompt tokens of this backbone
             self._account(Completion(text="", prompt_tokens=tokens, cost=price.cost(tokens, 0) if price else 0.0,
                                      cached=cached is not None, latency_s=0.0 if cached is not None else latency,
-                                     queue_s=timing.get("queue_s", 0.0), compute_s=timing.get("compute_s"),
-                                     reused_tokens=timing.get("reused", 0)),
+                                     queue_s=0.0 if cached is not None else timing.get("queue_s", 0.0),
+                                     compute_s=timing.get("compute_s"),
+                                     reused_tokens=int(timing.get("reused", 0)) if counted else None),
                           key, messages, {"score": len(candidates)}, kind="score")
-        else:
+        elif cached is None:
             with self._lock:
                 self.queue_s += timing.get("queue_s", 0.0)
         return scores

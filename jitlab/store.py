@@ -41,8 +41,8 @@ from pathlib import Path
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 
 __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY", "Status",
-           "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "transaction",
-           "recorded_spend", "set_aside", "storage_error", "summarize"]
+           "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "prefix_reuse",
+           "transaction", "recorded_spend", "set_aside", "storage_error", "summarize"]
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
@@ -543,6 +543,35 @@ def _intervals(done) -> dict:
     return run_intervals(done["success"].fillna(0), done["reward"].fillna(0.0), done["tokens"])
 
 
+def prefix_reuse(calls, episodes) -> dict | None:
+    """The prefix-reuse share of a run: prompt tokens its backbone calls took from a prefix (KV) cache over the
+    prompt tokens they read, summed over the calls of its finished episodes, overall, ``by_kind`` (chat, score) and
+    ``by_phase``. A score call's prompt tokens are its prompt's and candidates' tokens (jitlab.runtime.LLMHandle.score).
+    Calls whose ``reused_tokens`` is NULL are not in the shares: score calls a backbone without a tokenizer counted
+    in words, and calls of files from before schema 2; ``unmeasured_calls`` / ``unmeasured_prompt_tokens`` count
+    them. ``calls``: the calls table of a run directory or an export's per-call aggregates (``n_calls``); None when
+    the run made no call."""
+    import pandas as pd
+    final = set(episodes.loc[episodes["final"], "id"])
+    calls = calls[calls["episode_id"].isin(final)]
+    if calls.empty:
+        return None
+    n = calls["n_calls"] if "n_calls" in calls else pd.Series(1, index=calls.index)
+    reused = pd.to_numeric(calls["reused_tokens"], errors="coerce") if "reused_tokens" in calls else \
+        pd.Series(float("nan"), index=calls.index)   # an export of a run from before schema 2
+    measured = reused.notna()
+
+    def share(mask) -> dict:
+        prompt, got = int(calls.loc[mask, "prompt_tokens"].sum()), int(reused[mask].sum())
+        return {"share": got / prompt if prompt else None, "reused_tokens": got, "prompt_tokens": prompt,
+                "calls": int(n[mask].sum())}
+    return {**share(measured),
+            "by_kind": {k: share(measured & (calls["kind"] == k)) for k in sorted(set(calls.loc[measured, "kind"]))},
+            "by_phase": {p: share(measured & (calls["phase"] == p)) for p in sorted(set(calls.loc[measured, "phase"]))},
+            "unmeasured_calls": int(n[~measured].sum()),
+            "unmeasured_prompt_tokens": int(calls.loc[~measured, "prompt_tokens"].sum())}
+
+
 def summarize(run_dir: str | Path, write: bool = True) -> dict:
     """Compute ``summary.json`` from the records (never from in-memory state); write it unless ``write=False``
     (read-only commands such as ``jitlab show``)."""
@@ -577,6 +606,8 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
     compliance = compliance_summary(frames["steps"], eps)  # the steps of finished episodes
     if compliance is not None:  # per-step compliance records (parsed, admissible, realised, hooked, decided_by)
         summary["compliance"] = compliance
+    # share of prompt tokens taken from the backbone's prefix cache (docs/records.md); None: no backbone call
+    summary["prefix_reuse"] = prefix_reuse(frames["calls"], eps)
     from jitlab.repeats import repeat_summary
     repeats = repeat_summary(done)
     if repeats is not None:  # some task ran at several seeds (--repeat): pass@1 over repeats, pass^k, variance

@@ -56,6 +56,22 @@ def test_export_loads_back_the_same_episodes_and_summary(runs, exported):
     assert not any(m["content"][:60] in text for m in json.loads(load(runs / "react")["calls"]["messages"][0]))
 
 
+def test_prefix_reuse_is_reported_per_run_and_the_export_gives_the_same(runs, exported):
+    """summary.json ``prefix_reuse``: the scripted doubles count no tokens, so their score calls are left out of the
+    shares (reused_tokens NULL) and counted as unmeasured; the export's per-call aggregates keep that apart."""
+    from jitlab.store import summarize
+    assert summarize(runs / "random", write=False)["prefix_reuse"] is None    # no backbone call
+    for name in ("react", "jit/streaming"):
+        calls = load(runs / name)["calls"]
+        reuse = summarize(runs / name, write=False)["prefix_reuse"]
+        assert reuse == summarize(exported / name, write=False)["prefix_reuse"]
+        assert reuse == json.loads((exported / name / "summary.json").read_text()).get("prefix_reuse", reuse)
+        score = calls["kind"] == "score"
+        assert reuse["unmeasured_calls"] == score.sum() and calls.loc[score, "reused_tokens"].isna().all()
+        assert reuse["calls"] == (~score).sum() and reuse["prompt_tokens"] == calls.loc[~score, "prompt_tokens"].sum()
+    assert json.loads((runs / "jit/streaming" / "summary.json").read_text())["prefix_reuse"]["unmeasured_calls"] > 0
+
+
 def test_figures_data_is_regenerated_exactly_from_the_export(runs, exported):
     a, b = F.collect([runs]), F.collect([exported])
     assert len(a) == 9 and set(a["mode"]) == {"fixed", "streaming"}

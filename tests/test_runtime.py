@@ -196,6 +196,30 @@ def test_score_calls_are_counted_and_priced():
     assert calls[0]["cost"] == pytest.approx(7 * 2.0 / 1e6) == llm.cost
 
 
+def test_score_calls_count_the_backbones_tokens_and_a_replay_keeps_them(tmp_path):
+    from jitlab.llm.cache import ReplayCache
+
+    class Counted:  # a TEST DOUBLE scorer that reports its token count and reused prefix, as hf.py and llamacpp.py do
+        id, runs = "double:counted", 0
+
+        def score(self, messages, candidates):
+            self.runs += 1
+            return [0.5 for _ in candidates]
+
+        def last_score_timing(self):
+            return {"queue_s": 0.0, "compute_s": 0.01, "reused": 9, "prompt_tokens": 31}
+    calls, backbone, cache = [], Counted(), ReplayCache(tmp_path / "replay.sqlite")
+    messages = [{"role": "user", "content": "pick one of these"}]
+    for _ in range(2):   # the second call is a replay-cache hit: the backbone does not run again
+        assert LLMHandle(backbone, cache=cache, on_call=calls.append).score(messages, ["go east", "eat"]) == [0.5, 0.5]
+    assert backbone.runs == 1 and [c["cached"] for c in calls] == [False, True]
+    assert all(c["prompt_tokens"] == 31 and c["reused_tokens"] == 9 for c in calls)
+    # a backbone without a token count: today's estimate in words, its reuse not measured (NULL, not 0)
+    calls.clear()
+    LLMHandle(get_scripted("look"), on_call=calls.append).score(messages, ["go east", "eat"])
+    assert calls[0]["prompt_tokens"] == 7 and calls[0]["reused_tokens"] is None
+
+
 class _OneStepEnv:
     """A TEST DOUBLE environment: the given task spec, one step to the end (no game is generated)."""
 

@@ -58,19 +58,27 @@ def cmd_show(args) -> int:
             print(eps[cols].to_string(index=False))
         rows.append({"run": str(run_dir), **{k: summary[k] for k in (
             "harness", "backbone", "n_episodes", "success_rate", "mean_reward", "tokens_per_task",
-            "cost_per_task", "tool_calls_per_task", "wall_s_per_task")}})
+            "cost_per_task", "tool_calls_per_task", "wall_s_per_task")},
+            "prefix_reuse": (summary.get("prefix_reuse") or {}).get("share")})
     print()
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep="-"))
     _print_intervals(summaries)
+    _print_prefix_reuse(summaries)
     for run_dir in args.run_dirs:
         _print_repeats(summarize(run_dir, write=False), run_dir)
     if args.compliance:
         for run_dir in args.run_dirs:
             _print_compliance(run_dir)
     if args.mechanisms:
-        from jitlab.viz.runs import mechanism_usage
+        from jitlab.viz.runs import class_counts, mechanism_usage
         for run_dir in args.run_dirs:
-            _, mech = mechanism_usage(run_dir)
+            tasks, mech = mechanism_usage(run_dir)
+            slots = ["stream_index", "task_id", "harness_name", "M", "P", "F", "A", "H", "success"]
+            print(f"\nmechanisms per task in {run_dir} (the library class of each slot of the harness that ran; "
+                  "H none: no hooks.py)")
+            print(tasks[slots].to_string(index=False, na_rep="-"))
+            print(f"\nlibrary classes over {run_dir} (tasks whose harness carried each, their share and success)")
+            print(class_counts(tasks).to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="-"))
             print(f"\ncase-study mechanisms in {run_dir} (tasks whose harness used each; success and reward when "
                   "chosen vs not; candidates containing it)")
             print(mech.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-"))
@@ -91,6 +99,23 @@ def _print_intervals(summaries: dict) -> None:
                      if s["tokens_per_task_ci"] else "–"})
     print(f"\n95% intervals ({s['interval_method']}):")
     print(pd.DataFrame(rows).to_string(index=False))
+def _print_prefix_reuse(summaries: dict) -> None:
+    """Each run's prefix-reuse share by call kind (jitlab.store.prefix_reuse), and the calls not measured in tokens."""
+    print("\nprefix reuse (prompt tokens from the backbone's prefix cache / prompt tokens read; score calls: prompt "
+          "and candidates):")
+    for run_dir, s in summaries.items():
+        r = s.get("prefix_reuse")
+        if r is None:
+            print(f"  {run_dir}: no backbone call")
+            continue
+        kinds = [f"{k} {v['share']:.2f} of {v['prompt_tokens']:,} tokens ({v['calls']} calls)" if v["share"] is not None
+                 else f"{k} - ({v['calls']} calls)" for k, v in r["by_kind"].items()]
+        unmeasured = (f"; not measured: {r['unmeasured_calls']} calls, {r['unmeasured_prompt_tokens']:,} prompt tokens "
+                      "(score calls counted in words by a backbone without a tokenizer, or records from before "
+                      "schema 2)" if r["unmeasured_calls"] else "")
+        print(f"  {run_dir}: {', '.join(kinds) or 'no call measured in tokens'}{unmeasured}")
+
+
 def _print_repeats(summary: dict, run_dir) -> None:
     """The reliability line of a run with repeats (``--repeat K``; jitlab/repeats.py); nothing otherwise."""
     r = summary.get("repeats")
@@ -196,8 +221,9 @@ def add_run_commands(sub) -> None:
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--compliance", action="store_true", help="also per-step compliance: shares of replies that "
                    "parsed, named an admissible action, were changed by realisation or a hook, by step index")
-    p.add_argument("--mechanisms", action="store_true", help="also the case-study mechanisms the run's harnesses used: "
-                   "tasks that chose each, success when chosen vs not (experiments.mechanism_usage)")
+    p.add_argument("--mechanisms", action="store_true", help="also the mechanisms the run's harnesses carried: per "
+                   "task the library class of each slot M/P/F/A/H, the tasks that carried each class, and the "
+                   "case-study mechanisms with success when chosen vs not (jitlab.viz.runs.mechanism_usage)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("export", help="compact export of run directories (summary, episodes, per-call aggregates) to commit")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from pathlib import Path
 
 from jitlab.envs.base import get_suite
@@ -15,7 +16,7 @@ from jitlab.jit.bank import Bank, BankConfig, Evaluation
 from jitlab.jit.config import PHASES, JITConfig, cost_estimate, default_out
 from jitlab.jit.generate import get_generator, rank, references
 from jitlab.jit.generate.base import generator_backbone
-from jitlab.jit.generate.library import modules_of
+from jitlab.jit.generate.library import choices_of, modules_of
 from jitlab.jit.meter import Meter
 from jitlab.jit.record import JITTaskRecord, read_jit_record
 from jitlab.jit.repair import (
@@ -37,10 +38,37 @@ from jitlab.runtime import Budget, EpisodeResult, RunSpend, SpendCapReached
 from jitlab.sandbox import SandboxedAgent, require_isolation
 from jitlab.store import FINAL, RunStore, set_aside
 
-__all__ = ["_JIT"]
+__all__ = ["_JIT", "same_design"]
 
 # record keys a task writes even when null (no reference retrieved, a harness with no library class or prompt)
 _NULLABLE = ("modules", "prompt_hash", "nearest_reference")
+# novelty: two files (or prompts) whose code lines, comments and blank lines aside, match this closely (difflib's
+# ratio over lines) are one design: a copy with a line or a name changed
+NEAR_DUPLICATE = 0.9
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in str(text).splitlines() if ln.strip() and not ln.strip().startswith("#")]
+
+
+def _near(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    la, lb = _lines(a), _lines(b)
+    return la == lb or SequenceMatcher(None, la, lb, autojunk=False).ratio() >= NEAR_DUPLICATE
+
+
+def same_design(a: dict, b: dict) -> bool:
+    """Are two harnesses one design? ``a``, ``b``: their resolved choices (``library.choices_of``: M, P, F, A, H and
+    the prompt). Library choices must be the same class with the same parameters; file choices and prompts
+    near-duplicates (``NEAR_DUPLICATE``). Names and descriptions do not count."""
+    for role in a.keys() | b.keys():
+        x, y = a.get(role), b.get(role)
+        if x is None or y is None or (x.kind == "library") != (y.kind == "library"):
+            return False
+        if (x.key() != y.key()) if x.kind == "library" else not _near(x.text, y.text):
+            return False
+    return True
 
 
 @dataclass(kw_only=True)
@@ -58,6 +86,7 @@ class _Chosen:
     valid_candidates: int
     diagnostic: dict | None
     info: dict
+    novelty_rejected: int = 0
 
 
 class _JIT:
@@ -132,8 +161,7 @@ class _JIT:
         (reward 0 on every one of at least ``avoid_after`` tasks) is replaced by the generator's next strategy (index + n, + 2n,
         ...; at most ``avoid_retries`` times). Without it a deterministic generator repeats its failure on
         every similar task. Returns what was replaced, for the record."""
-        bad = {e.sha for e in self.bank.entries() if (e.n_tasks or 0) >= self.cfg.avoid_after
-               and task.family in (e.families or []) and not (e.mean_reward or 0) and not (e.success_rate or 0)}
+        bad = {e.sha for e in self._failed_on_family(task)}
         avoided = []
         for pos, cand in enumerate(cands):
             tries = 0
@@ -146,6 +174,42 @@ class _JIT:
                                 "strategy": new.meta.get("strategy")})
                 cand = cands[pos] = new
         return avoided
+
+    def _failed_on_family(self, task) -> list:
+        """Bank entries that failed on the task's family: reward 0 on every one of at least ``avoid_after`` tasks."""
+        return [e for e in self.bank.entries() if (e.n_tasks or 0) >= self.cfg.avoid_after
+                and task.family in (e.families or []) and not (e.mean_reward or 0) and not (e.success_rate or 0)]
+
+    def _reject_repeats(self, task, cands: list, make, n: int) -> list[dict]:
+        """Novelty rejection, before any candidate is validated or run: a candidate of the same design
+        (:func:`same_design`) as one kept before it for this task, or as a bank harness that failed on this task
+        family (:meth:`_failed_on_family`; the sha rule above misses a copy renamed or with a comment changed), is
+        rejected. Streaming mode asks the generator for its next strategy instead (indices past the sha rule's, at
+        most ``avoid_retries`` times); static mode drops it. When nothing novel is left, the first candidate is
+        kept (``kept_repeat``). ``cands`` is rewritten in place; returns the rejections, for the record."""
+        failed = [(e.sha, choices_of(self.bank.files(e.sha))) for e in self._failed_on_family(task)]
+        retries = self.cfg.avoid_retries if self.cfg.mode == "streaming" else 0
+        kept, rejected = [], []
+        for pos, cand in enumerate(cands):   # position pos is the generator's index pos (+ n per regeneration)
+            for tries in range(retries + 1):
+                if tries:
+                    cand = make(pos + n * (self.cfg.avoid_retries + tries))
+                    if isinstance(cand, Exception):
+                        break
+                mine = choices_of(cand.files)
+                like = next((("a candidate of this task", k.sha) for k, theirs in kept if same_design(mine, theirs)),
+                            None) or next((("failed on the family", sha) for sha, theirs in failed
+                                           if same_design(mine, theirs)), None)
+                if like is None:
+                    kept.append((cand, mine))
+                    break
+                rejected.append({"sha": cand.sha, "name": cand.name, "strategy": cand.meta.get("strategy"),
+                                 "like": like[1], "why": like[0]})
+        if not kept and cands:
+            kept = [(cands[0], None)]
+            rejected[0]["kept_repeat"] = True
+        cands[:] = [c for c, _ in kept]
+        return rejected
 
     def _references(self, task) -> list:
         return references(self.bank, task.description, self.cfg.k_references)
@@ -168,6 +232,7 @@ class _JIT:
         cands = [c for c in made if not isinstance(c, Exception)]
         gen_errors = [str(c) for c in made if isinstance(c, Exception)]
         avoided = self._avoid_known_failures(task, cands, make, n) if cfg.mode == "streaming" else []
+        novelty = self._reject_repeats(task, cands, make, n)
         dev = dev_task_for(self.suite, task)
         workdir = self.out / "candidates"
         order, sel_info = rank(cands, cfg.selector, public, meter.handle("select", "judge"), generator, refs) \
@@ -182,7 +247,7 @@ class _JIT:
              "parsed_files": c.meta.get("parsed_files"), "fallback_files": c.meta.get("fallback_files"),
              "logprob": c.logprob, "modules": modules_of(c.files), "valid": checks[i].ok, "stage": checks[i].stage,
              "diagnostic": checks[i].diagnostic} for i, c in enumerate(cands)], "generation_errors": gen_errors,
-                "avoided": avoided}
+                "avoided": avoided, "novelty": novelty}
         pick = next((i for i in order if checks[i].ok), None)
         rounds, diagnostic, fallback = 0, None, False
         chosen = cands[pick] if pick is not None else None
@@ -200,7 +265,8 @@ class _JIT:
             else:
                 diagnostic = outcome.validation.diagnostic
                 broken = outcome.candidate
-        counts = {"repair_rounds": rounds, "n_candidates": n, "valid_candidates": len(valid), "info": info}
+        counts = {"repair_rounds": rounds, "n_candidates": n, "valid_candidates": len(valid), "info": info,
+                  "novelty_rejected": sum(not r.get("kept_repeat") for r in novelty)}
         if chosen is not None:
             return _Chosen(files=chosen.files, sha=chosen.sha, name=chosen.name, generator=chosen.generator,
                            parents=chosen.parents, prompt_hash=chosen.prompt_hash, fallback=False, diagnostic=None,
@@ -300,7 +366,7 @@ class _JIT:
             gen_cost=phases["generate"]["cost"], select_cost=phases["select"]["cost"],
             repair_cost=phases["repair"]["cost"], exec_cost=phases["execute"]["cost"],
             repair_rounds=chosen.repair_rounds, n_candidates=chosen.n_candidates,
-            valid_candidates=chosen.valid_candidates, fallback=chosen.fallback,
+            valid_candidates=chosen.valid_candidates, novelty_rejected=chosen.novelty_rejected, fallback=chosen.fallback,
             harness_dir=f"harnesses/{chosen.sha}", harness_name=chosen.name, modules=modules_of(chosen.files),
             parents=chosen.parents, prompt_hash=chosen.prompt_hash, references=[r.sha for r in refs],
             nearest_reference=refs[0].sha if refs else None, reference_names=[r.name for r in refs],

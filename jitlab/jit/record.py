@@ -35,6 +35,10 @@ class JITTaskRecord:
     repair_rounds: int | None = field(default=None, metadata={"help": "repair rounds used"})
     n_candidates: int | None = field(default=None, metadata={"help": "candidates generated"})
     valid_candidates: int | None = field(default=None, metadata={"help": "candidates valid at the first check"})
+    novelty_rejected: int | None = field(default=None, metadata={"help": "candidates rejected before validation as "
+                                                                         "the design of an earlier candidate of the "
+                                                                         "task or of a harness that failed on its "
+                                                                         "family (jit.novelty lists them)"})
     fallback: bool | None = field(default=None, metadata={"help": "the nearest reference ran instead"})
     harness_dir: str | None = field(default=None, metadata={"help": "harnesses/<sha>, relative to the run directory"})
     harness_name: str | None = field(default=None, metadata={"help": "name of the harness that ran"})
@@ -48,7 +52,7 @@ class JITTaskRecord:
     bank_size_before: int | None = field(default=None, metadata={"help": "bank entries before the task"})
     choose_s: float | None = field(default=None, metadata={"help": "seconds spent choosing the harness"})
     jit: dict | None = field(default=None, metadata={"help": "selector, candidates, repair transitions, "
-                                                             "fallback_reason, avoided"})
+                                                             "fallback_reason, avoided, novelty"})
     bank_size_after: int | None = field(default=None, metadata={"help": "bank entries after its update"})
     frontier: list | None = field(default=None, metadata={"help": "the Pareto frontier (shas) after the task"})
     bank_update: dict | None = field(default=None, metadata={"help": "entered_frontier, on_frontier, removed, "

@@ -1,5 +1,6 @@
 """The JIT run's summary: ``jitlab.store.summarize`` plus the JIT figures (per-phase tokens, repairs, validity,
-fallbacks, bank size), read from each task's record (jitlab.jit.record) and written to summary.json."""
+candidates rejected as repeats, fallbacks, bank size), read from each task's record (jitlab.jit.record) and
+written to summary.json."""
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ def summarize_jit(run_dir: str | Path) -> dict:
                      "select_tokens": x.select_tokens or 0, "repair_tokens": x.repair_tokens or 0,
                      "exec_tokens": x.exec_tokens or 0, "repair_rounds": x.repair_rounds or 0,
                      "n_candidates": x.n_candidates or 0, "valid_candidates": x.valid_candidates or 0,
+                     "novelty_rejected": x.novelty_rejected or 0,
                      "repaired": x.repaired, "fallback": bool(x.fallback), "harness": ep["harness"],
                      "harness_sha": ep["harness_sha"],
                      "parsed_files": [len(c.get("parsed_files") or []) for c in x.candidates
@@ -49,6 +51,7 @@ def summarize_jit(run_dir: str | Path) -> dict:
         "repair_rounds_used": int(sum(r["repair_rounds"] for r in rows)),
         "repair_rounds_per_task": mean("repair_rounds"),
         "candidates": cands, "valid_candidates": int(sum(r["valid_candidates"] for r in rows)),
+        "novelty_rejected": int(sum(r["novelty_rejected"] for r in rows)),
         "first_try_valid_rate": float(sum(r["valid_candidates"] for r in rows) / cands) if cands else 0.0,
         "tasks_needing_repair": len(needing),
         "repair_success_rate": (float(sum(r["repaired"] for r in needing) / len(needing)) if needing else None),

@@ -164,11 +164,12 @@ class LlamaCppBackbone:
         if not candidates:
             return []
         reply = self._call({"op": "score", "messages": _clean(messages), "candidates": [str(c) for c in candidates]})
-        self._local.score_timing = {k: reply[k] for k in ("queue_s", "compute_s", "reused")}
+        self._local.score_timing = {k: reply[k] for k in ("queue_s", "compute_s", "reused", "prompt_tokens")}
         return reply["scores"]
 
     def last_score_timing(self) -> dict:
-        """``queue_s``, ``compute_s`` and ``reused`` of this thread's last ``score`` call (LLMHandle records them)."""
+        """``queue_s``, ``compute_s``, ``reused`` and ``prompt_tokens`` (the prompt's and the candidates' tokens) of
+        this thread's last ``score`` call (LLMHandle records them)."""
         return dict(getattr(self._local, "score_timing", {}))
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:

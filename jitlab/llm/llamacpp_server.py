@@ -173,7 +173,8 @@ class _Server:
                 self.L.llama_memory_seq_rm(self.mem, slot["seq"], at, -1)
             scores.append(total)
         self.send({"id": msg["id"], "scores": scores, "queue_s": started - received,
-                   "compute_s": time.monotonic() - started, "reused": reused})
+                   "compute_s": time.monotonic() - started, "reused": reused,
+                   "prompt_tokens": at + sum(len(c) for c in conts)})
 
     def admit(self) -> None:
         free = [s for s in self.slots[:-1] if s["req"] is None]

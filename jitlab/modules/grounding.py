@@ -7,7 +7,9 @@ a penalty for taking anything it does not name. The goal text is the task's publ
 opening text of the first observation (before its first place header: ``Your objective is to recover the
 legume``); a command with an object that the goal quotes (``'examine cookbook'``) gets the full bonus. This is the
 affordance / goal-relevance prior of text-game agents (e.g. CALM's and KG-A2C's object grounding; Life-Harness,
-arXiv 2605.22166, re-ranks candidates with such priors) in its plainest form: word overlap.
+arXiv 2605.22166, re-ranks candidates with such priors) in its plainest form: word overlap. Goal words are the goal
+text's words less generic instruction words and less its proper nouns (``names``: ``TextWorld`` in "Welcome to
+TextWorld!" names the game, not an object), so no suite's name is spelled out here.
 
 ``Checklist`` is a recipe memory for multi-step goals: a text the agent *read* that lists what to gather and
 what to do (TextWorld cooking's cookbook: ``Ingredients:`` lines and ``Directions:`` lines) becomes items
@@ -37,7 +39,8 @@ from jitlab.harnesskit import tokens
 from jitlab.modules.navigation import MapPlanner
 from jitlab.protocol import Ctx, Directive, View
 
-__all__ = ["COOK_TOOLS", "Checklist", "GroundedPlanner", "goal_prior", "goal_text", "parse_recipe"]
+__all__ = ["COOK_TOOLS", "Checklist", "GroundedPlanner", "goal_prior", "goal_text", "goal_words", "names",
+           "parse_recipe"]
 
 # preparation verb -> (the command verb the game uses, the tool or appliance it needs)
 COOK_TOOLS = {"slice": ("slice", "knife"), "dice": ("dice", "knife"), "chop": ("chop", "knife"),
@@ -52,8 +55,31 @@ _OBJECTIVE = re.compile(r"[^.!?\n]*\b(?:objective|task|goal|mission|recover|retr
                         r"get|grab|collect|bring|put|place)\b[^.!?\n]*",
                         re.IGNORECASE)
 _GENERIC = frozenset("task today objective goal room floor find take pick recover retrieve first pick up "
-                     "explore rooms object world game loses when taken nothing else welcome textworld lift get "
+                     "explore rooms object world game loses when taken nothing else welcome lift get "
                      "grab collect north south east west go".split())
+# a name: a word with an inner capital (``TextWorld``, ``BabyAI``), or capitalised where no sentence starts
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_SENTENCE_END = ".!?:;\n\"'(=-*>"
+
+
+def names(text: str) -> set[str]:
+    """The proper nouns of ``text``, lower-cased: words with a capital after their first letter (``TextWorld``) and
+    capitalised words that do not open a sentence (``Welcome to Zork``). A game, a suite or a place is named so;
+    the objects a goal asks for are common nouns, so names are never goal words."""
+    found = set()
+    for m in _NAME.finditer(str(text)):
+        word, before = m.group(), str(text)[: m.start()].rstrip(" \t")
+        inner = any(ch.isupper() for ch in word[1:]) and not word.isupper()
+        opens = not before or before[-1] in _SENTENCE_END
+        if inner or (word[0].isupper() and not word.isupper() and not opens):
+            found.add(word.lower())
+    return found
+
+
+def goal_words(goal: str) -> set[str]:
+    """The words of the goal text that can name what to act on: its tokens less generic task words (``_GENERIC``:
+    English words of instructions, directions) and less its proper nouns (:func:`names`)."""
+    return set(tokens(goal)) - _GENERIC - names(goal)
 
 
 def goal_text(description: str, first_observation: str) -> str:
@@ -75,7 +101,7 @@ def goal_prior(goal: str, candidates: list[str], weight: float = 1.0, penalty: f
     cookbook'``; not ``look`` or ``go east``, which tool descriptions quote as examples), else
     ``weight`` times the share of a command's object words the goal names; when the goal says to take nothing
     else, ``-penalty`` for a ``take`` whose object the goal does not name."""
-    named = set(tokens(goal)) - _GENERIC
+    named = goal_words(goal)
     said = " " + " ".join(str(goal).lower().replace("'", " ").replace('"', " ").split()) + " "
     exclusive = bool(re.search(r"nothing else|only (?:that|the)", str(goal), re.IGNORECASE))
     prior = {}

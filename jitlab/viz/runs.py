@@ -9,6 +9,7 @@ jitlab.experiments; nothing here starts a run.
     R.harness_anatomies(rec)                                   # anatomy of each harness that ran
     R.jit_tasks(rec); R.harness_diff(rec, episode_id)          # JIT runs: per-task record, diff vs reference
     tasks, mech = R.mechanism_usage("runs/jit")                # case-study mechanisms chosen, success when chosen
+    R.class_counts(tasks)                                      # tasks that carried each library class per slot
     R.save_figure(fig, "figures", stem, title, command)        # PNG/PDF/HTML + figures/README.md entry
 
 Anatomy of a harness that is not a seed imports its code in this process, so :func:`harness_anatomies` skips those
@@ -22,9 +23,9 @@ from pathlib import Path
 from jitlab.jit.record import read_jit_record
 from jitlab.viz.tables import markdown_table
 
-__all__ = ["JIT_TASK_COLUMNS", "MECHANISM_COLUMNS", "MECHANISM_TASK_COLUMNS", "backbone_calls", "diagnostics",
-           "harness_anatomies", "harness_diff", "jit_tasks", "mechanism_usage", "open_run", "register_figure",
-           "save_figure", "trajectory"]
+__all__ = ["CLASS_COUNT_COLUMNS", "JIT_TASK_COLUMNS", "MECHANISM_COLUMNS", "MECHANISM_TASK_COLUMNS", "backbone_calls",
+           "class_counts", "diagnostics", "harness_anatomies", "harness_diff", "jit_tasks", "mechanism_usage",
+           "open_run", "register_figure", "save_figure", "trajectory"]
 
 
 # -- reading one run -----------------------------------------------------------------------------
@@ -252,6 +253,27 @@ def mechanism_usage(run):
     return tasks.drop(columns="_paths").reset_index(drop=True), summary.reset_index(drop=True)
 
 
+CLASS_COUNT_COLUMNS = ["role", "class", "tasks", "share", "success"]
+
+
+def class_counts(tasks):
+    """Over a run's tasks (:func:`mechanism_usage`'s ``tasks``): per role M/P/F/A/H and library class, how many
+    tasks' harnesses carried it (``tasks``; H ``none``: no hooks.py), their ``share`` of the tasks whose modules
+    are known, and the success rate on them; most carried first within each role. Tasks whose modules are
+    missing count nowhere."""
+    import pandas as pd
+
+    from jitlab.jit.generate.library import SPACE
+    known = tasks[tasks[list(SPACE)].notna().any(axis=1)]
+    rows = []
+    for role in SPACE:
+        for cls, group in known.groupby(known[role].fillna("(no library class)"), sort=True):
+            rows.append({"role": role, "class": cls, "tasks": len(group), "share": len(group) / len(known),
+                         "success": group["success"].mean()})
+    out = pd.DataFrame(rows, columns=CLASS_COUNT_COLUMNS)
+    order = {r: i for i, r in enumerate(SPACE)}
+    return out.sort_values(["role", "tasks"], key=lambda c: c.map(order) if c.name == "role" else -c,
+                           kind="stable").reset_index(drop=True)
 
 
 # -- figures written by notebooks ----------------------------------------------------------------

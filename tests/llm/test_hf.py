@@ -211,6 +211,43 @@ def test_prefix_reuse_equals_no_reuse_on_a_multi_call_conversation(smol):
     assert all(c.reused_tokens > c.prompt_tokens / 2 for c in on[1:]), [(c.reused_tokens, c.prompt_tokens) for c in on]
 
 
+@pytest.mark.slow
+def test_score_calls_sharing_a_prefix_count_their_reuse_in_tokens(smol):
+    """Two scoring passes of a likelihood harness's two steps (system prompt and task first, history appended): the
+    second reuses the first's prompt tokens, and the run's prefix-reuse share is counted in the model's tokens."""
+    import os
+
+    import pandas as pd
+
+    from jitlab.runtime import Budget, LLMHandle
+    from jitlab.store import prefix_reuse
+    engine = smol.engine
+    system = {"role": "system", "content": "You are playing a text game. Choose the next command."}
+    task = "Your task: find the coin. You are in a kitchen. There is a fridge and a table. Exits: east, north."
+    steps = [[system, {"role": "user", "content": task}],
+             [system, {"role": "user", "content": task + "\n> go east\nYou are in a hall. Exits: west, south."}]]
+    candidates = [["go east", "go north", "open fridge"], ["go west", "go south", "take coin"]]
+    calls = []
+    llm = LLMHandle(smol, Budget(), on_call=calls.append)
+    saved = engine.prefix
+    try:
+        engine.prefix = hf._PrefixCache(64 << 20)   # empty: nothing from other tests to reuse
+        for messages, options in zip(steps, candidates):
+            llm.score(messages, options)
+    finally:
+        engine.prefix = saved
+    prompts = [engine.prompt_ids(m) for m in steps]
+    read = [len(p) + sum(len(engine.tokenizer(c, add_special_tokens=False)["input_ids"]) + 1 for c in options)
+            for p, options in zip(prompts, candidates)]
+    assert [c["prompt_tokens"] for c in calls] == read           # the tokenizer's count, not words
+    shared = len(os.path.commonprefix(prompts))
+    assert shared > len(prompts[0]) / 2 and [c["reused_tokens"] for c in calls] == [0, shared]
+    frame = pd.DataFrame([{**c, "episode_id": 1} for c in calls])
+    reuse = prefix_reuse(frame, pd.DataFrame({"id": [1], "final": [True]}))
+    assert reuse["share"] == pytest.approx(shared / sum(read)) and reuse["unmeasured_calls"] == 0
+    assert reuse["by_kind"]["score"]["prompt_tokens"] == sum(read)
+
+
 def test_prefix_cache_finds_the_longest_common_prefix_and_evicts_by_lru():
     import torch
 

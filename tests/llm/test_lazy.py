@@ -11,7 +11,7 @@ class _TimedScorer:
         return [0.0 for _ in candidates]
 
     def last_score_timing(self):
-        return {"queue_s": 0.0, "compute_s": 0.01, "reused": 7}
+        return {"queue_s": 0.0, "compute_s": 0.01, "reused": 7, "prompt_tokens": 12}
 
 
 def test_score_timing_passes_through_the_lazy_wrapper_into_the_call_record():
@@ -21,7 +21,7 @@ def test_score_timing_passes_through_the_lazy_wrapper_into_the_call_record():
     calls = []
     handle = LLMHandle(lazy, Budget(), on_call=calls.append)
     handle.score([{"role": "user", "content": "a room"}], ["go east", "go west"])
-    assert calls[-1]["kind"] == "score" and calls[-1]["reused_tokens"] == 7
+    assert calls[-1]["kind"] == "score" and calls[-1]["reused_tokens"] == 7 and calls[-1]["prompt_tokens"] == 12
 
 
 def test_a_backbone_without_score_timing_reports_none():

@@ -2,7 +2,15 @@
 from small_model_data import OBS
 
 from jitlab.envs.base import TaskSpec
-from jitlab.modules.grounding import Checklist, GroundedPlanner, goal_prior, goal_text, parse_recipe
+from jitlab.modules.grounding import (
+    Checklist,
+    GroundedPlanner,
+    goal_prior,
+    goal_text,
+    goal_words,
+    names,
+    parse_recipe,
+)
 from jitlab.protocol import Ctx, Event, View
 
 HUNT = OBS["tw-treasure_hunter-l3-dev-00"]
@@ -15,6 +23,15 @@ def test_the_opening_text_names_the_object_to_take_and_nothing_else_is_taken():
     prior = goal_prior(goal, kitchen["candidates"], weight=2.0, penalty=3.0)
     assert prior["take spoon"] == 2.0 and prior["take keycard"] == -3.0
     assert "look" not in prior and not any(c.startswith("go ") for c in prior)
+
+
+def test_proper_nouns_of_the_recorded_goal_are_not_goal_words():
+    goal = goal_text(HUNT["description"], HUNT["steps"][0]["text"])   # "A TextWorld text adventure ... Welcome to TextWorld!"
+    assert "textworld" in goal.lower() and names(goal) == {"textworld"}
+    assert "spoon" in goal_words(goal) and "textworld" not in goal_words(goal)
+    assert goal_prior(goal, ["take spoon", "examine textworld"]) == {"take spoon": 1.0}
+    # capitalised where a sentence opens (after . ! ? : or a line break) is not a name; inside a sentence it is
+    assert names("Find the coin. Coin is gold!\nLamp: Brass lamp, from Zork and BabyAI") == {"zork", "babyai"}
 
 
 def test_a_command_the_goal_quotes_gets_the_full_bonus():

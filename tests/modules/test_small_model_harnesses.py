@@ -60,3 +60,22 @@ def test_the_sql_harness_sends_sql_and_commits_an_answer():
     for _, decisions in _episodes("small_model/sql", 2):
         assert decisions[-1].tool == "commit_answer"
         assert all(d.args["sql"].rstrip().endswith(";") for d in decisions if d.tool == "execute_sql")
+
+
+def test_no_mechanism_names_a_suite_in_its_code():
+    """A mechanism reads what the agent is given, never a suite-name switch: no string literal of the module library
+    (its docstrings aside, which may say which suites a mechanism suits) holds a suite's name."""
+    import re
+    from pathlib import Path
+
+    import jitlab.modules
+    from jitlab.envs.base import SUITES
+    suite = re.compile(r"\b(?:" + "|".join(map(re.escape, SUITES)) + r")\b", re.IGNORECASE)
+    found = []
+    for file in sorted(Path(jitlab.modules.__file__).parent.glob("*.py")):
+        tree = ast.parse(file.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        found += [f"{file.name}:{n.lineno}: {n.value[:60]!r}" for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                  and isinstance(n.value, str) and id(n) not in docs and suite.search(n.value)]
+    assert not found, found

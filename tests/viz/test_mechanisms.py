@@ -110,3 +110,31 @@ def test_jitlab_show_prints_the_mechanism_table(run, capsys):
     for row in mech.itertuples():
         line = next(ln for ln in out.splitlines() if ln.split()[:1] == [row.mechanism])
         assert line.split()[2 + len(row.case_studies.split())] == str(row.tasks_chosen)
+
+
+def test_jitlab_show_prints_each_tasks_slots_and_the_class_counts_over_the_run(run, capsys):
+    """Per task, the library class of each slot of the harness that ran (read here from its folder, independently of
+    the record), and over the run how many tasks carried each class."""
+    from collections import Counter
+
+    from jitlab.jit.generate.library import SPACE, modules_of
+    eps = load(run)["episodes"]
+    done = eps[eps["final"]].sort_values("id")
+    carried = {t: {r: p.split(":")[-1] for r, p in modules_of(read_files(run / "harnesses" / sha)).items()}
+               for t, sha in zip(done["task_id"], done["harness_sha"])}
+    counts = R.class_counts(R.mechanism_usage(run)[0])
+    for role in SPACE:
+        want = Counter(c[role] for c in carried.values())
+        got = counts[counts["role"] == role]
+        assert dict(zip(got["class"], got["tasks"])) == dict(want) and list(got["tasks"]) == sorted(want.values())[::-1]
+        assert got["share"].sum() == pytest.approx(1.0)
+    assert counts["tasks"].max() == len(carried) and counts["tasks"].min() < len(carried)  # some class not on every task
+    assert main(["show", str(run), "--mechanisms"]) == 0
+    out = capsys.readouterr().out
+    per_task = out.split("mechanisms per task in")[1].split("library classes over")[0]
+    for task, slots in carried.items():
+        line = next(ln for ln in per_task.splitlines() if task in ln.split())
+        assert line.split()[-6:-1] == [slots[r] for r in SPACE]
+    over = out.split("library classes over")[1].split("case-study mechanisms in")[0]
+    for row in counts.to_dict("records"):
+        assert any(ln.split()[:3] == [row["role"], row["class"], str(row["tasks"])] for ln in over.splitlines())

@@ -227,12 +227,13 @@ class HFBackbone:
         prompt = self._truncate(prompt, max(len(c) for c in conts))
         info: dict = {}
         scores = engine.score(prompt, conts, info)
+        info["prompt_tokens"] = len(prompt) + sum(len(c) for c in conts)  # what the pass read, as chat counts a prompt
         self._local.score_timing = info
         return scores
 
     def last_score_timing(self) -> dict:
-        """``queue_s``, ``compute_s`` and ``reused`` (prompt tokens from the prefix cache) of this thread's last
-        ``score`` call (LLMHandle records them)."""
+        """``queue_s``, ``compute_s``, ``reused`` (prompt tokens from the prefix cache) and ``prompt_tokens`` (the
+        prompt's and the candidates' tokens) of this thread's last ``score`` call (LLMHandle records them)."""
         return dict(getattr(self._local, "score_timing", {}))
 
 

@@ -282,8 +282,39 @@ class Checklist:
 
 # library: jitlab.modules.grounding._GENERIC
 _GENERIC = frozenset("task today objective goal room floor find take pick recover retrieve first pick up "
-                     "explore rooms object world game loses when taken nothing else welcome textworld lift get "
+                     "explore rooms object world game loses when taken nothing else welcome lift get "
                      "grab collect north south east west go".split())
+
+
+# library: jitlab.modules.grounding._NAME
+# a name: a word with an inner capital (``TextWorld``, ``BabyAI``), or capitalised where no sentence starts
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+
+
+# library: jitlab.modules.grounding._SENTENCE_END
+_SENTENCE_END = ".!?:;\n\"'(=-*>"
+
+
+# library: jitlab.modules.grounding.names
+def names(text: str) -> set[str]:
+    """The proper nouns of ``text``, lower-cased: words with a capital after their first letter (``TextWorld``) and
+    capitalised words that do not open a sentence (``Welcome to Zork``). A game, a suite or a place is named so;
+    the objects a goal asks for are common nouns, so names are never goal words."""
+    found = set()
+    for m in _NAME.finditer(str(text)):
+        word, before = m.group(), str(text)[: m.start()].rstrip(" \t")
+        inner = any(ch.isupper() for ch in word[1:]) and not word.isupper()
+        opens = not before or before[-1] in _SENTENCE_END
+        if inner or (word[0].isupper() and not word.isupper() and not opens):
+            found.add(word.lower())
+    return found
+
+
+# library: jitlab.modules.grounding.goal_words
+def goal_words(goal: str) -> set[str]:
+    """The words of the goal text that can name what to act on: its tokens less generic task words (``_GENERIC``:
+    English words of instructions, directions) and less its proper nouns (:func:`names`)."""
+    return set(tokens(goal)) - _GENERIC - names(goal)
 
 
 # library: jitlab.modules.grounding._NO_OBJECT
@@ -302,7 +333,7 @@ def goal_prior(goal: str, candidates: list[str], weight: float = 1.0, penalty: f
     cookbook'``; not ``look`` or ``go east``, which tool descriptions quote as examples), else
     ``weight`` times the share of a command's object words the goal names; when the goal says to take nothing
     else, ``-penalty`` for a ``take`` whose object the goal does not name."""
-    named = set(tokens(goal)) - _GENERIC
+    named = goal_words(goal)
     said = " " + " ".join(str(goal).lower().replace("'", " ").replace('"', " ").split()) + " "
     exclusive = bool(re.search(r"nothing else|only (?:that|the)", str(goal), re.IGNORECASE))
     prior = {}
