@@ -124,7 +124,9 @@ def test_streaming_does_not_rerun_a_harness_that_failed_on_the_family(tmp_path, 
     # read the toy's "Goal: ..." line, so a hooked harness would win without the model (tests/jit/test_jit_hooks.py)
     from jitlab.jit.generate import compose
     full = compose.catalogue()
-    monkeypatch.setattr(compose, "catalogue", lambda: {**full, "H": full["H"][:1]})
+    # and so is the likelihood action (its untried-first bookkeeping wins the toy game without the model)
+    monkeypatch.setattr(compose, "catalogue", lambda: {**full, "H": full["H"][:1],
+                                                       "A": [o for o in full["A"] if "likelihood" not in o.path]})
     out = run_jit(_cfg(tmp_path / "n", backbone="scripted:look", limit=4))
     eps = load(out)["episodes"].sort_values("id")
     assert not eps["success"].any()
