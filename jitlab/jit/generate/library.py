@@ -105,6 +105,9 @@ class Fit:
 
 _PRIOR_PLANNERS = ("jitlab.modules.grounding:GroundedPlanner", "jitlab.modules.navigation:MapPlanner",
                    "jitlab.modules.egocentric:EgocentricPlanner")
+# the prior planners read the view's observation events as they came: a memory that folds or rewrites them starves
+# them (dev split: EgocentricPlanner under ReasoningGraphMemory only ever scanned, 0/5 where FullHistory gave 5/5)
+_PLAIN_MEMORY = ("jitlab.modules.basic:FullHistory",)
 _TEXT_GAME = ("admissible", "command", "commands", "room", "rooms", "game", "take", "open", "go", "north", "east")
 # the small-model mechanisms' declared fits (each module's docstring says why, under "Couplings")
 FITS = {
@@ -113,13 +116,16 @@ FITS = {
                                                       params={"state": "auto"}, prompt="choose"),
     "jitlab.modules.grounding:GroundedPlanner": Fit(words=("recipe", "cookbook", "meal", "find", "take", "goal",
                                                            "room", "rooms", "admissible"),
-                                                    partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",)}),
+                                                    partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",),
+                                                              "M": _PLAIN_MEMORY}),
     "jitlab.modules.navigation:MapPlanner": Fit(words=("room", "rooms", "exit", "exits", "north", "east", "go"),
-                                                partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",)}),
+                                                partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",),
+                                                          "M": _PLAIN_MEMORY}),
     # bonus 8: at 2-4 the 135M model walked past a 'drop' directive on the dev split (small_model/navigator)
     "jitlab.modules.egocentric:EgocentricPlanner": Fit(words=("mission", "steps", "ahead", "forward", "left",
                                                               "right", "grid", "pick"),
-                                                       partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",)},
+                                                       partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",),
+                                                                 "M": _PLAIN_MEMORY},
                                                        params={"bonus": 8.0}),
     "jitlab.modules.sql:SqlAction": Fit(tools=("execute_sql", "commit_answer"),
                                         words=("sql", "table", "columns", "database", "query"), prompt="sql"),
