@@ -36,7 +36,7 @@ from jitlab.errors import ConfigError
 from jitlab.jit.record import read_jit_record
 from jitlab.stats import bootstrap_mean, wilson
 from jitlab.store import DB_NAME, EXPORT_MARKER, load
-from jitlab.viz.anatomy_table import CASE_STUDY_CAPTION, save_case_studies
+from jitlab.viz.anatomy_table import CASE_STUDY_CAPTION, save_case_studies, summary_row
 from jitlab.viz.style import colors as _colors
 from jitlab.viz.style import hv as _hv
 from jitlab.viz.style import panel_opts as _panel_opts
@@ -235,10 +235,6 @@ def seed_bank_table(df, with_anatomy: bool = True):
     wide.columns = [f"{suite}:{metric}" for metric, suite in wide.columns]
     wide = wide.reset_index()
     if with_anatomy:
-        try:
-            from jitlab.viz.anatomy_table import summary_row
-        except ImportError:
-            return wide
         mpfa = {}
         for name in wide["harness"].unique():
             try:
