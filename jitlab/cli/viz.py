@@ -15,7 +15,7 @@ import shlex
 from jitlab.batch import BatchConfig, run_batch
 from jitlab.cli.options import add_config_arguments, config_from_args
 from jitlab.store import make_dir
-from jitlab.viz.dash.server import serve
+from jitlab.viz.dash.server import add_arguments, serve  # argparse only; panel is imported when serving
 
 __all__ = ["add_viz_commands", "cmd_batch", "cmd_dash", "cmd_figures"]
 
@@ -67,7 +67,6 @@ def add_viz_commands(subparsers) -> None:
     p.set_defaults(func=cmd_figures)
 
     p = subparsers.add_parser("dash", help="serve the replay / comparison dashboards on 127.0.0.1")
-    from jitlab.viz.dash.server import add_arguments  # argparse only; panel is imported when serving
     add_arguments(p)
     p.set_defaults(func=cmd_dash)
 
