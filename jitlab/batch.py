@@ -61,6 +61,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from jitlab.cluster import check_executor, ray_map
 from jitlab.errors import ConfigError, JitlabError
 from jitlab.fields import WORKERS_MAX, check_fields
 from jitlab.progress import Progress
@@ -224,7 +225,6 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
         raise ConfigError(f"notebook {notebook} does not exist")
     if cfg.cwd not in ("notebook", "run"):
         raise ConfigError(f"cwd must be 'notebook' or 'run', got {cfg.cwd!r}")
-    from jitlab.cluster import check_executor
     check_executor(cfg.executor)
     combos = combos if combos is not None else load_grid(cfg.grid)
     check_parameters(notebook, combos, cfg.caps())   # before anything is written or run
@@ -356,7 +356,6 @@ def _run_all_ray(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], 
     its spend caps. The kernel runs on the worker's node, so ``OUT`` must be on storage both sides see. A run
     whose worker dies is marked failed; on SIGTERM / Ctrl-C the unfinished runs are marked failed (Ray stops the
     tasks of a driver that exits). Rerun the batch to run them again."""
-    from jitlab.cluster import ray_map
 
     def before_start(i):
         reason = _spent(out, cfg)

@@ -18,8 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from jitlab.card import compute_card
 from jitlab.errors import ConfigError
 from jitlab.stats import LEVEL, discordant, mcnemar_exact, paired_bootstrap
+from jitlab.store import load
 
 __all__ = ["BUDGETS", "COLUMNS", "RunRecord", "check_comparable", "compare_pair", "compare_runs", "read_run"]
 
@@ -41,8 +43,6 @@ class RunRecord:
 
 def read_run(path: str | Path, label: str | None = None) -> RunRecord:
     """Read a run directory or export for :func:`compare_pair` (the last final attempt of each task and seed)."""
-    from jitlab.card import compute_card
-    from jitlab.store import load
     path = Path(path)
     frames = load(path)
     eps = frames["episodes"]

@@ -37,7 +37,16 @@ import logging
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from jitlab.cluster import check_executor, ray_map
+from jitlab.fields import check_number
+from jitlab.harness import seed_bank_dir, seed_names
+from jitlab.jit.inference import JITConfig, run_jit
+from jitlab.paths import repo_root
 from jitlab.progress import group
+from jitlab.runner import RunConfig, run
+from jitlab.runtime import RunSpend
+from jitlab.selection import judge, successes
+from jitlab.store import DB_NAME, load, recorded_spend
 
 __all__ = ["JIT_SUMMARY_COLUMNS", "OUT_ROOT_ENV", "REPEAT_COLUMNS", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS", "best_per_suite",
            "check_spend", "grid_spend", "grid_table", "jit_summaries", "notebook_command", "output_path", "repo_path",
@@ -62,7 +71,6 @@ def seed_harnesses(baselines: bool = False) -> list[str]:
     ``random``) only when ``baselines``."""
     import yaml
 
-    from jitlab.harness import seed_bank_dir, seed_names
     names = []
     for name in seed_names():
         desc = yaml.safe_load((seed_bank_dir() / name / "description.yaml").read_text()) or {}
@@ -73,7 +81,6 @@ def seed_harnesses(baselines: bool = False) -> list[str]:
 
 def repo_path(path: str | Path) -> Path:
     """``path`` if absolute, else the same path under the repository root."""
-    from jitlab.paths import repo_root
     path = Path(path)
     return path if path.is_absolute() else repo_root() / path
 
@@ -96,9 +103,6 @@ def grid_spend(root: str | Path, max_cost: float | None = None, max_tokens_total
     ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``; None when no cap is given."""
     import os
 
-    from jitlab.fields import check_number
-    from jitlab.runtime import RunSpend
-    from jitlab.store import DB_NAME, recorded_spend
     if max_cost is None and max_tokens_total is None:
         return None
     check_number("max_cost", max_cost, "float", optional=True, min=0)
@@ -139,8 +143,6 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     ``SUMMARY_COLUMNS`` (from each run's summary.json), and ``REPEAT_COLUMNS`` with ``repeat`` > 1."""
     import pandas as pd
 
-    from jitlab.cluster import check_executor
-    from jitlab.fields import check_number
     check_number("workers", workers, min=1)
     check_executor(executor)
     suites, harnesses, backbones = (_as_list(x) for x in (suites, harnesses, backbones))
@@ -150,7 +152,6 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     combos = [(s, h, b) for s in suites for b in backbones for h in harnesses]
     with group(len(combos), f"grid ({len(combos)} cells)", quiet=quiet, unit="cell", run_dir=root) as total:
         if executor == "ray":
-            from jitlab.cluster import ray_map
             args = [(str(root), *combo, limit, split, quiet, run_options, caps) for combo in combos]
             rows = ray_map(_grid_cell, args, workers if workers > 1 else None,
                            labels=["grid cell " + " · ".join(map(str, c)) for c in combos])
@@ -179,7 +180,6 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
 def _grid_cell(root, suite, harness, backbone, limit, split, quiet, run_options, caps=(None, None), spend=None) -> dict:
     """One grid cell: run (or resume) it, return its summary row. Module-level so a Ray task can run it; there
     ``caps`` (max_cost, max_tokens_total) make the cell's own grid spend (a RunSpend cannot cross processes)."""
-    from jitlab.runner import RunConfig, run
     out = Path(root) / suite / run_slug(Path(str(harness)).name, backbone)
     if not quiet:
         print(f"{suite} · {harness} · {backbone} -> {out}", flush=True)
@@ -236,8 +236,6 @@ def _best_verdict(ranked, rule: str, level: float):
     """The selection rule's verdict on the top row of ``ranked`` against the second (None without run_dir)."""
     if len(ranked) < 2 or "run_dir" not in ranked:
         return None
-    from jitlab.selection import judge, successes
-    from jitlab.store import load
     runner_up, best = (successes(load(ranked.iloc[i]["run_dir"])["episodes"]) for i in (1, 0))
     return judge(rule, runner_up, best, level=level)
 
@@ -260,7 +258,6 @@ def run_jit_modes(suite: str, generator: str = "compose", backbone: str = "embed
     ``concurrency`` static tasks are solved at once (a stream runs in order). Extra
     keyword arguments go to :class:`jitlab.jit.JITConfig` (split, selector, retrieval, max_steps, ...).
     ``max_cost`` / ``max_tokens_total`` cap the modes together (module docstring). Returns ``{mode: run_dir}``."""
-    from jitlab.jit.inference import JITConfig, run_jit
     spend = grid_spend(output_path(out_root), jit_options.pop("max_cost", None), jit_options.pop("max_tokens_total", None))
     root = output_path(out_root) / suite / run_slug("jit", generator, backbone)
     out = {}

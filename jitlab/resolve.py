@@ -47,6 +47,7 @@ from pathlib import Path
 import yaml
 
 from jitlab.errors import HarnessError
+from jitlab.modules.prompting import TEMPLATE_DIR
 from jitlab.protocol import SLOTS
 
 __all__ = ["LIBRARY_PREFIX", "ResolveError", "parse_source", "resolve_file", "resolve_files", "resolved_or_raw",
@@ -351,7 +352,6 @@ def _from_line(module: str, names: set[str]) -> str:
 # ------------------------------------------------------------------------------------------- prompts, folders
 
 def _template_dir() -> Path:
-    from jitlab.modules.prompting import TEMPLATE_DIR
     return TEMPLATE_DIR
 
 

@@ -43,7 +43,8 @@ from jitlab.sandbox import SandboxConfig, SandboxedAgent
 from jitlab.sandbox.runner import require_isolation
 from jitlab.store import FINAL, RunStore, summarize
 
-__all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry", "run"]
+__all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry", "run",
+           "run_summarized"]
 
 # fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
 # (so a run stopped by its spend cap resumes with a higher one)
@@ -186,7 +187,14 @@ def cost_estimate(cfg: RunConfig, episodes: int) -> str:
 
 
 def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | None = None) -> Path:
-    """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json.
+    """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json (``run_summarized``
+    also returns the summary)."""
+    return run_summarized(cfg, spend, backbone)[0]
+
+
+def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
+                   backbone: LazyBackbone | None = None) -> tuple[Path, dict]:
+    """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json, and that summary.
 
     ``spend`` (optional) is a RunSpend shared with other runs (a grid's total cap); by default the run's
     own ``max_cost`` / ``max_tokens_total`` are checked against its recorded spend. When a cap is reached
@@ -197,11 +205,7 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
     runs in one process (the engineer loop's batches), so its model loads once; by default each run builds its own."""
     check_fields(cfg)  # again: a notebook may have changed a field after construction
     suite = get_suite(cfg.suite)
-    every = suite.tasks(cfg.split, cfg.family)
-    tasks = every[cfg.offset:][: cfg.limit]
-    if not tasks:
-        past = f" from offset {cfg.offset} (it has {len(every)}); lower --offset" if every else ""
-        raise ConfigError(f"no tasks in suite {cfg.suite} split {cfg.split} family {cfg.family}{past}")
+    tasks = _slice(cfg, suite)
     varies = check_repeat(suite, cfg.backbone_options, cfg.repeat)
     episodes = [(task, seed) for seed in repeat_seeds(cfg.seed, cfg.repeat) for task in tasks]  # repeat-major
     out = Path(cfg.out) if cfg.out else default_out(cfg)
@@ -217,10 +221,8 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
         spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
     todo = sum(store.status_of(sha, t.id, seed)[0] not in FINAL for t, seed in episodes)
     bar = Progress(todo, f"{harness_name} · {cfg.suite}", quiet=cfg.quiet, run_dir=out)
-    if not cfg.quiet:
-        estimate = cost_estimate(cfg, todo)
-        if estimate:
-            print(f"  {estimate}", flush=True)
+    if not cfg.quiet and (estimate := cost_estimate(cfg, todo)):
+        print(f"  {estimate}", flush=True)
 
     stop = threading.Event()  # set on Ctrl-C: no thread starts another episode
 
@@ -239,9 +241,7 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
                 record["extra"] = {"repeat": seed - cfg.seed, "varies": varies}
             store.finish_episode(episode, record, llm)
             if not cfg.quiet:
-                tag = f"{task.id}@{seed}" if cfg.repeat > 1 else task.id
-                bar.write(f"  {tag:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "
-                          f"steps={result.steps:<3} tokens={llm.tokens:<6} {result.wall_s:6.1f}s")
+                bar.write(_episode_line(f"{task.id}@{seed}" if cfg.repeat > 1 else task.id, result, llm.tokens))
             if result.status in FINAL:
                 bar.update(success=result.success, tokens=llm.tokens, cost=llm.cost)
             if result.status in FINAL or result.status == "spend_cap":
@@ -250,26 +250,48 @@ def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | 
         retry(cfg.retries, lambda: store.status_of(sha, task.id, seed)[0] in FINAL, spend, attempt, stop)
 
     try:
-        if cfg.concurrency <= 1:
-            for item in episodes:
-                one(item)
-        else:
-            pool = ThreadPoolExecutor(cfg.concurrency)
-            try:
-                for future in [pool.submit(one, item) for item in episodes]:
-                    future.result()
-            except BaseException:  # Ctrl-C: start nothing more; episodes in flight stay `running` -> interrupted
-                stop.set()
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            pool.shutdown()
+        _each(one, episodes, cfg.concurrency, stop)
         finished = sum(store.status_of(sha, t.id, seed)[0] in FINAL for t, seed in episodes)
     finally:
         bar.close()
         store.close()
-    summarize(out)
+    summary = summarize(out)
     if spend.stopped:
         raise SpendCapReached(f"{out}: {spend.stopped}; {finished} of {len(episodes)} episodes finished, the rest "
                               "not started or stopped (recorded as spend_cap). Nothing is lost: rerun with a higher "
                               "--max-cost / --max-tokens-total to resume.")
-    return out
+    return out, summary
+
+
+def _slice(cfg: RunConfig, suite) -> list:
+    """The tasks ``cfg`` runs (``limit`` of its split and family from ``offset``); ConfigError when there are none."""
+    every = suite.tasks(cfg.split, cfg.family)
+    tasks = every[cfg.offset:][: cfg.limit]
+    if not tasks:
+        past = f" from offset {cfg.offset} (it has {len(every)}); lower --offset" if every else ""
+        raise ConfigError(f"no tasks in suite {cfg.suite} split {cfg.split} family {cfg.family}{past}")
+    return tasks
+
+
+def _episode_line(tag: str, result: EpisodeResult, tokens: int) -> str:
+    """The progress line of one finished try of an episode."""
+    return (f"  {tag:<32} {result.status:<13} success={int(result.success)} reward={result.reward:.2f} "
+            f"steps={result.steps:<3} tokens={tokens:<6} {result.wall_s:6.1f}s")
+
+
+def _each(one, episodes: list, concurrency: int, stop: threading.Event) -> None:
+    """``one(item)`` for every episode, ``concurrency`` at a time in threads; on Ctrl-C (any exception) ``stop`` is
+    set and nothing more starts (episodes in flight stay ``running``, later recorded as interrupted)."""
+    if concurrency <= 1:
+        for item in episodes:
+            one(item)
+        return
+    pool = ThreadPoolExecutor(concurrency)
+    try:
+        for future in [pool.submit(one, item) for item in episodes]:
+            future.result()
+    except BaseException:
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()

@@ -38,7 +38,12 @@ import time
 from enum import StrEnum
 from pathlib import Path
 
+from jitlab.compliance import compliance_summary
+from jitlab.envs.base import suite_version
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
+from jitlab.paths import jitlab_commit
+from jitlab.repeats import repeat_summary
+from jitlab.stats import run_intervals
 
 __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY", "Status",
            "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "prefix_reuse",
@@ -92,8 +97,6 @@ _CALL_COLUMNS = ("episode_id", "step", "phase", "kind", "key", "backbone", "prom
 
 def _provenance(config: dict) -> dict:
     """What a new run records beside its config, outside the fingerprint: the jitlab commit and the suite version."""
-    from jitlab.envs.base import suite_version
-    from jitlab.paths import jitlab_commit
     found = {"jitlab_commit": jitlab_commit(), "suite_version": suite_version(config.get("suite"))}
     return {k: v for k, v in found.items() if v is not None}
 
@@ -539,7 +542,6 @@ def _load_export(folder: Path) -> dict:
 def _intervals(done) -> dict:
     """The summary's interval keys (jitlab.stats.run_intervals): success rate (Wilson), mean reward and tokens per
     task (bootstrap over tasks)."""
-    from jitlab.stats import run_intervals
     return run_intervals(done["success"].fillna(0), done["reward"].fillna(0.0), done["tokens"])
 
 
@@ -602,13 +604,11 @@ def summarize(run_dir: str | Path, write: bool = True) -> dict:
         "fingerprint": frames["meta"].get("fingerprint"),
     }
     summary.update(_intervals(done))
-    from jitlab.compliance import compliance_summary
     compliance = compliance_summary(frames["steps"], eps)  # the steps of finished episodes
     if compliance is not None:  # per-step compliance records (parsed, admissible, realised, hooked, decided_by)
         summary["compliance"] = compliance
     # share of prompt tokens taken from the backbone's prefix cache (docs/records.md); None: no backbone call
     summary["prefix_reuse"] = prefix_reuse(frames["calls"], eps)
-    from jitlab.repeats import repeat_summary
     repeats = repeat_summary(done)
     if repeats is not None:  # some task ran at several seeds (--repeat): pass@1 over repeats, pass^k, variance
         summary["repeats"] = repeats

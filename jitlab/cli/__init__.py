@@ -21,6 +21,7 @@ from jitlab.cli.jit import add_jit_commands
 from jitlab.cli.run import add_run_commands
 from jitlab.cli.train import add_train_commands
 from jitlab.cli.viz import add_viz_commands
+from jitlab.errors import JitlabError
 
 __all__ = ["build_parser", "main"]
 
@@ -61,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     import sqlite3
     import warnings
 
-    from jitlab.errors import JitlabError
     shown = warnings.formatwarning  # jitlab's warnings (a cache or bank moved aside) as one line each
     warnings.formatwarning = lambda message, category, *rest, **kw: f"jitlab: warning: {message}\n"
     try:

@@ -14,6 +14,8 @@ import argparse
 import json
 import re
 
+from jitlab.store import make_dir
+
 __all__ = ["add_bank_commands", "cmd_bank_export", "cmd_bank_frontier", "cmd_bank_show"]
 
 
@@ -72,7 +74,6 @@ def cmd_bank_frontier(args) -> int:
 
 
 def cmd_bank_export(args) -> int:
-    from jitlab.store import make_dir
     bank = _open(args)
     out = make_dir(args.dir, "export folder")
     index = []

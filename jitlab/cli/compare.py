@@ -8,13 +8,14 @@ the exact McNemar p-value of success, Δ reward and Δ tokens with paired bootst
 """
 from __future__ import annotations
 
+from jitlab.store import make_dir
+
 __all__ = ["add_compare_commands", "cmd_compare"]
 
 
 def cmd_compare(args) -> int:
     from jitlab.card import format_card
     from jitlab.compare import compare_runs
-    from jitlab.store import make_dir
     if args.out:
         make_dir(args.out, "--out")  # before any work: --out naming a file is a one-line error
     table, flips, runs = compare_runs(args.runs, level=args.level)

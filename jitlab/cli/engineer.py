@@ -16,6 +16,10 @@ the engineer machinery is imported inside the commands, so ``jitlab --help`` sta
 from __future__ import annotations
 
 from jitlab.cli.options import add_config_arguments, config_from_args
+from jitlab.engineer.loop import EngineerConfig, run_engineer
+from jitlab.engineer.table import TableConfig, run_table
+from jitlab.engineer.transfer import TransferConfig, run_transfer
+from jitlab.errors import ConfigError
 
 __all__ = ["add_engineer_commands", "cmd_apply", "cmd_engineer_run", "cmd_mine", "cmd_packet", "cmd_table",
            "cmd_transfer"]
@@ -44,7 +48,6 @@ def cmd_apply(args) -> int:
     from pathlib import Path
 
     from jitlab.engineer.patches import apply_patch, check_patch, patch_identity
-    from jitlab.errors import ConfigError
     text = Path(args.patch).read_text()
     problem = check_patch(text)
     if problem:
@@ -56,7 +59,6 @@ def cmd_apply(args) -> int:
 
 
 def cmd_engineer_run(args) -> int:
-    from jitlab.engineer.loop import EngineerConfig, run_engineer
     cfg = config_from_args(EngineerConfig, args)
     s = run_engineer(cfg)
     line = f"\n{cfg.out}: base success {s['base_success']:.2f} -> {s['success']:.2f} (Δ {s['delta_batch']:+.2f} on the batch)"
@@ -70,7 +72,6 @@ def cmd_engineer_run(args) -> int:
 
 
 def cmd_table(args) -> int:
-    from jitlab.engineer.table import TableConfig, run_table
     cfg = config_from_args(TableConfig, args)
     rows = run_table(cfg)
     print(f"\n{cfg.out}: {len(rows)} rows in {cfg.out}/table.md and table.csv; `jitlab export` the run directories "
@@ -79,7 +80,6 @@ def cmd_table(args) -> int:
 
 
 def cmd_transfer(args) -> int:
-    from jitlab.engineer.transfer import TransferConfig, run_transfer
     cfg = config_from_args(TransferConfig, args)
     result = run_transfer(cfg)
     print(f"\n{cfg.out}: {len(result['learners'])} x {len(result['targets'])} transfer matrix ({cfg.method}, "
@@ -89,9 +89,6 @@ def cmd_transfer(args) -> int:
 
 def add_engineer_commands(subparsers) -> None:
     """Register ``engineer packet|mine|apply|run|table`` and ``transfer`` on an argparse subparsers object."""
-    from jitlab.engineer.loop import EngineerConfig
-    from jitlab.engineer.table import TableConfig
-    from jitlab.engineer.transfer import TransferConfig
     p = subparsers.add_parser("engineer", help="harness editing from failures: failure packets, patch loop")
     sub = p.add_subparsers(dest="engineer_command", required=True)
     pk = sub.add_parser("packet", help="print the failure packet of a run directory (JSON, deterministic)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 
 from jitlab.cli.options import add_config_arguments, config_from_args, unfinished
+from jitlab.cli.run import _print_repeats
+from jitlab.jit.config import JITConfig
 
 __all__ = ["add_jit_commands", "cmd_jit"]
 
@@ -24,7 +26,6 @@ def cmd_jit(args) -> int:
     out = run_jit(cfg)
     s = json.loads((out / "summary.json").read_text())
     if "per_repeat" in s:  # --repeat K: one run directory per seed, the reliability over them
-        from jitlab.cli.run import _print_repeats
         for run_dir, r in zip(s["runs"], s["per_repeat"]):
             print(f"  {run_dir}: {r['n_episodes']} tasks  success_rate={r['success_rate']:.2f}  "
                   f"tokens/task={r['tokens_per_task']:.0f}")
@@ -42,7 +43,6 @@ def cmd_jit(args) -> int:
 
 def add_jit_commands(subparsers) -> None:
     """Register ``jit`` on an argparse subparsers object."""
-    from jitlab.jit.config import JITConfig  # the fields only: --help stays light
     p = subparsers.add_parser("jit", help="just-in-time harness inference (static or streaming; resumable)")
     add_config_arguments(p, JITConfig, required=("suite",))
     p.set_defaults(func=cmd_jit)

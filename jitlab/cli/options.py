@@ -20,6 +20,9 @@ import sys
 import typing
 from dataclasses import MISSING, fields
 
+from jitlab.errors import ConfigError
+from jitlab.store import FINAL, load
+
 __all__ = ["add_config_arguments", "backbone_options", "config_from_args", "key_values", "unfinished"]
 
 _TYPES = {"int": int, "float": float, "str": str}
@@ -71,7 +74,6 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls, *, required=(), e
 
 def key_values(items, option: str) -> list[tuple[str, str]]:
     """``KEY=VALUE`` strings of a repeatable option as (key, value text) pairs; anything else is a ConfigError."""
-    from jitlab.errors import ConfigError
     pairs = []
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -109,7 +111,6 @@ def unfinished(summary: dict, out) -> int:
     was an infra_error; else 0."""
     if not summary["n_tasks_unfinished"]:
         return 0
-    from jitlab.store import FINAL, load
     eps = load(out)["episodes"]
     last = eps[~eps["status"].isin(FINAL)].sort_values("id").groupby("task_id").tail(1)
     counts = ", ".join(f"{n} {k}" for k, n in last["status"].value_counts().items())

@@ -12,6 +12,13 @@
 from __future__ import annotations
 
 from jitlab.cli.options import add_config_arguments, config_from_args, unfinished
+from jitlab.compliance import compliance_by_step, compliance_summary
+from jitlab.envs.base import SUITES, get_suite
+from jitlab.errors import ConfigError
+from jitlab.harness import case_study_names, load_harness, regenerate_seeds, resolve_folder, seed_names
+from jitlab.runner import RunConfig, default_out, run
+from jitlab.runtime import SpendCapReached
+from jitlab.store import load, summarize
 
 __all__ = ["add_run_commands", "cmd_export", "cmd_harnesses", "cmd_run", "cmd_show", "cmd_suites"]
 
@@ -19,11 +26,8 @@ __all__ = ["add_run_commands", "cmd_export", "cmd_harnesses", "cmd_run", "cmd_sh
 def cmd_run(args) -> int:
     from pathlib import Path
 
-    from jitlab.runner import RunConfig, default_out, run
-    from jitlab.store import summarize
     cfg = config_from_args(RunConfig, args)
     print(f"jitlab run: {cfg.harness} on {cfg.suite}/{cfg.split} with {cfg.backbone}", flush=True)
-    from jitlab.runtime import SpendCapReached
     try:
         out = run(cfg)
     except SpendCapReached:
@@ -46,7 +50,6 @@ def _print_summary(s: dict, out) -> None:
 def cmd_show(args) -> int:
     import pandas as pd
 
-    from jitlab.store import load, summarize
     rows, summaries = [], {}
     for run_dir in args.run_dirs:
         summary = summaries[run_dir] = summarize(run_dir, write=False)  # read-only: summary.json is left as it is
@@ -130,8 +133,6 @@ def _print_repeats(summary: dict, run_dir) -> None:
 
 def _print_compliance(run_dir) -> None:
     """The compliance shares of a run, overall and by step index (jitlab/compliance.py)."""
-    from jitlab.compliance import compliance_by_step, compliance_summary
-    from jitlab.store import load
     frames = load(run_dir)
     steps, episodes = frames["steps"], frames["episodes"]
     overall = compliance_summary(steps, episodes)
@@ -157,7 +158,6 @@ def cmd_export(args) -> int:
 
 
 def cmd_suites(args) -> int:
-    from jitlab.envs.base import SUITES, get_suite
     for name in sorted(SUITES):
         try:
             suite = get_suite(name)
@@ -172,7 +172,6 @@ def cmd_suites(args) -> int:
 def cmd_harnesses(args) -> int:
     action = getattr(args, "harness_action", None)
     if action == "show":
-        from jitlab.harness import resolve_folder
         files = resolve_folder(args.name)
         for name, text in files.items():
             print(f"# ==== {name} ====\n{text.rstrip()}\n")
@@ -180,8 +179,6 @@ def cmd_harnesses(args) -> int:
     if action == "export":
         from pathlib import Path
 
-        from jitlab.errors import ConfigError
-        from jitlab.harness import resolve_folder
         files, out = resolve_folder(args.name), Path(args.out)
         if out.exists() and any(out.iterdir()):
             raise ConfigError(f"--out {out} exists and is not empty; choose a new folder")
@@ -191,12 +188,10 @@ def cmd_harnesses(args) -> int:
         print(f"wrote {len(files)} files of {args.name} (resolved) to {out}")
         return 0
     if action == "regenerate":
-        from jitlab.harness import regenerate_seeds
         changed = regenerate_seeds(check=args.check)
         verb = "out of date" if args.check else "rewritten"
         print(f"seed_bank/: {', '.join(changed) + ' ' + verb if changed else 'up to date'}")
         return 1 if (args.check and changed) else 0
-    from jitlab.harness import case_study_names, load_harness, seed_names
     for name in seed_names() + case_study_names():  # the case studies after the seeds (they are not in B0)
         desc = load_harness(name).description
         mods = desc.get("modules", {})
@@ -212,7 +207,6 @@ def cmd_harnesses(args) -> int:
 
 def add_run_commands(sub) -> None:
     """Register ``run``, ``show``, ``suites`` and ``harnesses`` on the ``jitlab`` subparsers object."""
-    from jitlab.runner import RunConfig
     p = sub.add_parser("run", help="run a harness on a suite (resumable)")
     add_config_arguments(p, RunConfig, required=("suite",))
     p.set_defaults(func=cmd_run)

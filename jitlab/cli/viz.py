@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import shlex
 
+from jitlab.batch import BatchConfig, run_batch
 from jitlab.cli.options import add_config_arguments, config_from_args
+from jitlab.store import make_dir
+from jitlab.viz.dash.server import add_arguments, serve  # argparse only; panel is imported when serving
 
 __all__ = ["add_viz_commands", "cmd_batch", "cmd_dash", "cmd_figures"]
 
 
 def cmd_figures(args) -> int:
-    from jitlab.store import make_dir
     from jitlab.viz.figures import make_figures
     make_dir(args.out, "--out")  # before any work: --out naming a file is a one-line error
     command = ("jitlab figures --runs " + " ".join(shlex.quote(r) for r in args.runs)
@@ -39,14 +41,12 @@ def cmd_figures(args) -> int:
 
 
 def cmd_dash(args) -> int:
-    from jitlab.viz.dash.server import serve
     serve(args.run_dirs, port=args.port, show=not args.no_show, live=args.live, poll_s=args.poll_s,
           window=args.window, trust_code=args.trust_harness_code)
     return 0
 
 
 def cmd_batch(args) -> int:
-    from jitlab.batch import BatchConfig, run_batch
     manifest = run_batch(config_from_args(BatchConfig, args))
     s = manifest["summary"]
     print(f"jitlab batch: {s['ok']} ok ({s['skipped']} skipped as already ok), {s['failed']} failed of "
@@ -67,11 +67,9 @@ def add_viz_commands(subparsers) -> None:
     p.set_defaults(func=cmd_figures)
 
     p = subparsers.add_parser("dash", help="serve the replay / comparison dashboards on 127.0.0.1")
-    from jitlab.viz.dash.server import add_arguments  # argparse only; panel is imported when serving
     add_arguments(p)
     p.set_defaults(func=cmd_dash)
 
     p = subparsers.add_parser("batch", help="run a notebook once per parameter combination (papermill)")
-    from jitlab.batch import BatchConfig
     add_config_arguments(p, BatchConfig, required=("grid", "out"), positional=("notebook",))
     p.set_defaults(func=cmd_batch)

@@ -28,6 +28,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jitlab.engineer.packets import _action, step_marks
+from jitlab.fields import check_number
+from jitlab.store import load
+
 __all__ = ["MIN_COUNT", "Interventions", "intervention_patch", "mine"]
 
 MIN_COUNT = 2
@@ -47,10 +51,7 @@ def _verb(action: str) -> str:
 
 def mine(run_dirs: list[str | Path], threshold: float = 0.1) -> Interventions:
     """Interventions from the finished episodes of ``run_dirs`` (one backbone's runs; see the module docstring)."""
-    from jitlab.fields import check_number
     check_number("--threshold", threshold, "float", min=0.0, max=1.0)  # a share of steps
-    from jitlab.engineer.packets import _action, step_marks
-    from jitlab.store import load
     steps_n, marks_n, good, bad = 0, Counter(), Counter(), Counter()
     backbones, episodes = set(), 0
     for run_dir in run_dirs:

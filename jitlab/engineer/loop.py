@@ -38,13 +38,20 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError
 from jitlab.fields import CANDIDATES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.harness import read_files, resolve
+from jitlab.llm.base import check_options
+from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import BackbonePool
+from jitlab.runner import RunConfig, run_summarized
 from jitlab.runtime import EPISODE_MAX_TOKENS, Budget, LLMHandle
+from jitlab.store import load
 
 __all__ = ["EngineerConfig", "delta", "evaluate_patch", "run_batch", "run_engineer"]
 
@@ -93,7 +100,6 @@ class EngineerConfig:
 
 
 def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
-    from jitlab.envs.base import get_suite
     tasks = get_suite(cfg.suite).tasks(split, cfg.family)[start: start + n]
     if not tasks:
         raise ConfigError(f"no {split} tasks {start}..{start + n - 1} in suite {cfg.suite} family {cfg.family}; "
@@ -107,10 +113,7 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
     in any order; seed ``cfg.seed``) in the sandbox with ``jitlab.runner.run``, ``cfg.concurrency`` episodes at once,
     recorded in ``out`` (the jitlab run format; resumable). ``backbones``: the pool the caller's runs share (default: a
     new one). Returns the run's summary with ``episodes``: {(task id, seed): success}, ``harness_sha`` and ``run_dir``."""
-    from jitlab.envs.base import get_suite
-    from jitlab.runner import RunConfig, run
     from jitlab.selection import successes
-    from jitlab.store import load
     split, ids = tasks[0].split, [t.id for t in tasks]
     index = {t.id: i for i, t in enumerate(get_suite(cfg.suite).tasks(split, cfg.family))}
     at = sorted(index.get(i, -1) for i in ids)  # in any order: a packet lists its task ids sorted by name
@@ -123,8 +126,7 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
                    max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, isolation="sandbox",
                    allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=str(out), concurrency=cfg.concurrency,
                    quiet=True)
-    run_dir = run(rc, backbone=(backbones or BackbonePool()).get(cfg.backbone, cfg.backbone_options))
-    summary = json.loads((run_dir / "summary.json").read_text())
+    run_dir, summary = run_summarized(rc, backbone=(backbones or BackbonePool()).get(cfg.backbone, cfg.backbone_options))
     frames = load(run_dir)
     summary["episodes"] = successes(frames["episodes"])
     summary["harness_sha"], summary["run_dir"] = frames["config"]["harness_sha"].iloc[0], str(out)
@@ -144,7 +146,6 @@ class _Kept:
 
 
 def _cache(cfg: EngineerConfig):
-    from jitlab.llm.cache import default_cache
     return default_cache() if cfg.cache else None
 
 
@@ -210,73 +211,130 @@ def _select(cfg: EngineerConfig, best: _Kept, current_run: dict, current_text: s
     return judge(cfg.selection, current_run["episodes"], best.run["episodes"], confirm, cfg.selection_level)
 
 
-def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None) -> dict:
-    """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``. ``backbones``:
-    the pool its runs share, one loaded model per name (default: a new one; pass one to share it across loops)."""
-    from jitlab.engineer.packets import build_packet, packet_json
-    from jitlab.engineer.proposer import OFFLINE, make_engineer
-    from jitlab.envs.base import get_suite
-    from jitlab.harness import read_files, resolve
+@dataclass
+class _Setup:
+    """What every round of one loop shares, checked before anything is written."""
+    cfg: EngineerConfig
+    backbones: BackbonePool
+    suite: object
+    base_folder: Path
+    tasks: list
+    dev_task: object
+    say: Callable
+
+    @property
+    def out(self) -> Path:
+        return Path(self.cfg.out)
+
+
+def _setup(cfg: EngineerConfig, backbones: BackbonePool | None) -> _Setup:
+    """The loop's suite, base harness folder and batch; a bad config, harness folder or backbone is refused here."""
     from jitlab.jit.repair import dev_task_for
-    from jitlab.llm.base import check_options
     check_fields(cfg)
     backbones = backbones or BackbonePool()
-    out = Path(cfg.out)
     suite = get_suite(cfg.suite)
     base_folder = resolve(cfg.harness)
     read_files(base_folder)  # a broken harness folder (a missing file, not UTF-8) is refused before out is written
     check_options(cfg.backbone, cfg.backbone_options)  # so is a bad backbone or option
     tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
-    dev_task = dev_task_for(suite, tasks[0])
+    say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
+    return _Setup(cfg, backbones, suite, base_folder, tasks, dev_task_for(suite, tasks[0]), say)
+
+
+def _engineer(cfg: EngineerConfig, backbones: BackbonePool):
+    """The engineer that proposes patches: an offline one, or a backbone (given the harness backbone's options when
+    it is of the same kind)."""
+    from jitlab.engineer.proposer import OFFLINE, make_engineer
     same_kind = cfg.engineer.partition(":")[0] == cfg.backbone.partition(":")[0]
     engineer_backbone = None if cfg.engineer in OFFLINE else backbones.get(cfg.engineer,
                                                                             cfg.backbone_options if same_kind else {})
-    engineer = make_engineer(cfg.engineer, None if engineer_backbone is None else (
+    return make_engineer(cfg.engineer, None if engineer_backbone is None else (
         lambda i: LLMHandle(engineer_backbone, Budget.unlimited(), _cache(cfg), seed=i, phase="engineer")),
         **({} if engineer_backbone is None else {"max_new_tokens": cfg.engineer_tokens}))
-    out.mkdir(parents=True, exist_ok=True)
-    log = out / "candidates.jsonl"
-    say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
 
-    current_text, current_run = "", run_batch(cfg, base_folder, tasks, out / "round0" / "base", backbones)
+
+def _round(s: _Setup, engineer, r: int, current_text: str, current_run: dict) -> tuple[_Kept | None, object, str, int]:
+    """Round ``r``: the packet of the current run, K proposals scored against it, the selection rule's verdict on
+    the best. Returns the best candidate (None when no patch was valid with Δ ≥ 0), the verdict (None without a
+    best), the packet's sha and the number of proposals."""
+    from jitlab.engineer.packets import build_packet, packet_json
+    cfg, rdir = s.cfg, s.out / f"round{r}"
+    packet_dir = Path(current_run["run_dir"])
+    packet = build_packet(packet_dir)
+    text = packet_json(packet)
+    (rdir / "packet.json").parent.mkdir(parents=True, exist_ok=True)
+    (rdir / "packet.json").write_text(text)
+    packet_sha = hashlib.sha256(text.encode()).hexdigest()[:16]
+    proposals = engineer.propose(packet, cfg.k, current_text, run_dir=packet_dir)
+    best = None
+    for i, proposal in enumerate(proposals):
+        record, patched = _candidate(s, r, i, proposal, current_text, current_run, packet_sha)
+        d = record.get("delta")
+        if patched is not None and d is not None and d >= 0 and (best is None or d > best.delta):
+            best = _Kept(proposal, record, patched)
+    verdict = None if best is None else _select(cfg, best, current_run, current_text, s.base_folder, rdir, s.out,
+                                                 s.backbones)
+    if verdict is not None:
+        s.say(f"round {r} selection ({cfg.selection}): {verdict.reason}")
+    return best, verdict, packet_sha, len(proposals)
+
+
+def _candidate(s: _Setup, r: int, i: int, proposal, current_text: str, current_run: dict,
+               packet_sha: str) -> tuple[dict, dict | None]:
+    """Candidate ``i`` of round ``r``: scored (evaluate_patch) and appended to ``candidates.jsonl``. Returns its record
+    and its patched run's summary (None when the patch is invalid)."""
+    cfg, rdir, packet_dir = s.cfg, s.out / f"round{r}", Path(current_run["run_dir"])
+    start = time.perf_counter()
+    scored, patched = evaluate_patch(cfg, s.base_folder, proposal.text, s.tasks, current_run, s.suite, s.dev_task,
+                                     s.out, lambda sha: rdir / f"{i}-{sha[:12]}", s.backbones)
+    record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
+              "reply": proposal.reply,
+              "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(s.base_folder),
+              "parent_patch": current_text, "patch": proposal.text, **scored,
+              "suite": cfg.suite, "backbone": cfg.backbone, "seed": cfg.seed}
+    if patched is not None:
+        record["base_run_dir"] = str(packet_dir)
+    record["wall_s"] = round(time.perf_counter() - start, 3)
+    _append(s.out / "candidates.jsonl", record)
+    shown = f"Δ={record['delta']:+.2f}" if record.get("delta") is not None else \
+        f"invalid: {(record['validation'].get('diagnostic') or {}).get('kind', '')}"
+    s.say(f"round {r} candidate {i} {proposal.name} {record['sha'][:12]}: {shown}")
+    return record, patched
+
+
+def _held_out(s: _Setup, summary: dict, current_text: str, current_run: dict) -> None:
+    """Base vs the kept patch on the ``disjoint`` and ``test`` tasks, into ``summary`` (``delta_<label>`` and
+    ``runs[<label>]``); the base always runs: a table's base rows need its held-out runs too."""
+    cfg, out = s.cfg, s.out
+    checks = []
+    if cfg.disjoint:
+        checks.append(("disjoint", _tasks(cfg, cfg.split, cfg.offset + cfg.batch, cfg.batch)))
+    if cfg.test:
+        checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
+    for label, held in checks:
+        b = run_batch(cfg, s.base_folder, held, out / label / "base", s.backbones)
+        p = b if not current_text else run_batch(cfg, out / "patches" / current_run["harness_sha"][:16], held,
+                                                   out / label / "patched", s.backbones)
+        summary[f"delta_{label}"] = delta(b, p)
+        summary["runs"][label] = {"base": b["run_dir"], "kept": p["run_dir"]}
+        s.say(f"{label}: base {b['success_rate']:.2f} -> {'patched' if current_text else 'no patch kept'} "
+              f"{p['success_rate']:.2f}")
+
+
+def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None) -> dict:
+    """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``. ``backbones``:
+    the pool its runs share, one loaded model per name (default: a new one; pass one to share it across loops)."""
+    s = _setup(cfg, backbones)
+    engineer = _engineer(cfg, s.backbones)
+    s.out.mkdir(parents=True, exist_ok=True)
+    current_text, current_run = "", run_batch(cfg, s.base_folder, s.tasks, s.out / "round0" / "base", s.backbones)
     base_run = current_run
-    say(f"base {base_folder.name}: success {current_run['success_rate']:.2f} on {len(tasks)} tasks")
+    s.say(f"base {s.base_folder.name}: success {current_run['success_rate']:.2f} on {len(s.tasks)} tasks")
     rounds = []
     for r in range(cfg.rounds):
-        rdir = out / f"round{r}"
-        packet_dir = Path(current_run["run_dir"])
-        packet = build_packet(packet_dir)
-        text = packet_json(packet)
-        (rdir / "packet.json").parent.mkdir(parents=True, exist_ok=True)
-        (rdir / "packet.json").write_text(text)
-        packet_sha = hashlib.sha256(text.encode()).hexdigest()[:16]
-        proposals = engineer.propose(packet, cfg.k, current_text, run_dir=packet_dir)
-        best = None
-        for i, proposal in enumerate(proposals):
-            start = time.perf_counter()
-            scored, patched = evaluate_patch(cfg, base_folder, proposal.text, tasks, current_run, suite, dev_task, out,
-                                             lambda sha, i=i, rdir=rdir: rdir / f"{i}-{sha[:12]}", backbones)
-            record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
-                      "reply": proposal.reply,
-                      "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(base_folder),
-                      "parent_patch": current_text, "patch": proposal.text, **scored,
-                      "suite": cfg.suite, "backbone": cfg.backbone, "seed": cfg.seed}
-            if patched is not None:
-                record["base_run_dir"] = str(packet_dir)
-                d = record["delta"]
-                if d is not None and d >= 0 and (best is None or d > best.delta):
-                    best = _Kept(proposal, record, patched)
-            record["wall_s"] = round(time.perf_counter() - start, 3)
-            _append(log, record)
-            shown = f"Δ={record['delta']:+.2f}" if record.get("delta") is not None else \
-                f"invalid: {(record['validation'].get('diagnostic') or {}).get('kind', '')}"
-            say(f"round {r} candidate {i} {proposal.name} {record['sha'][:12]}: {shown}")
-        verdict = None if best is None else _select(cfg, best, current_run, current_text, base_folder, rdir, out,
-                                                     backbones)
+        best, verdict, packet_sha, candidates = _round(s, engineer, r, current_text, current_run)
         kept = verdict is not None and verdict.admitted and best.delta > 0
-        if verdict is not None:
-            say(f"round {r} selection ({cfg.selection}): {verdict.reason}")
-        rounds.append({"round": r, "packet_sha": packet_sha, "candidates": len(proposals),
+        rounds.append({"round": r, "packet_sha": packet_sha, "candidates": candidates,
                        "kept": best.record["sha"] if kept else None, "delta": best.delta if best else None,
                        "selection": verdict.as_dict() if verdict is not None else None})
         if kept:
@@ -286,18 +344,6 @@ def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None) -> 
                "success": current_run["success_rate"], "delta_batch": delta(base_run, current_run)["delta"],
                "rounds": rounds, "runs": {"batch": {"base": base_run["run_dir"], "kept": current_run["run_dir"]}},
                "admitted_by": cfg.selection if current_text else None}
-    checks = []
-    if cfg.disjoint:
-        checks.append(("disjoint", _tasks(cfg, cfg.split, cfg.offset + cfg.batch, cfg.batch)))
-    if cfg.test:
-        checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
-    for label, held in checks:  # the base always runs: a table's base rows need its held-out runs too
-        b = run_batch(cfg, base_folder, held, out / label / "base", backbones)
-        p = b if not current_text else run_batch(cfg, out / "patches" / current_run["harness_sha"][:16], held,
-                                                   out / label / "patched", backbones)
-        summary[f"delta_{label}"] = delta(b, p)
-        summary["runs"][label] = {"base": b["run_dir"], "kept": p["run_dir"]}
-        say(f"{label}: base {b['success_rate']:.2f} -> {'patched' if current_text else 'no patch kept'} "
-            f"{p['success_rate']:.2f}")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    _held_out(s, summary, current_text, current_run)
+    (s.out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
     return summary

@@ -27,7 +27,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from jitlab.envs.base import get_suite
+from jitlab.errors import JitlabError
 from jitlab.modules.hooks import FAIL_PATTERNS
+from jitlab.store import load
 
 __all__ = ["EXCERPT_STEPS", "build_packet", "packet_json", "step_marks"]
 
@@ -85,8 +88,6 @@ def _excerpt(steps: list[dict], marks: list[list[str]], budget_end: bool) -> lis
 
 def _task_specs(config: dict) -> dict:
     """{task id: TaskSpec} of the run's split, or {} when the suite cannot be loaded here."""
-    from jitlab.envs.base import get_suite
-    from jitlab.errors import JitlabError
     try:
         suite = get_suite(config.get("suite"))
         return {t.id: t for t in suite.tasks(config.get("split") or "dev", config.get("family"))}
@@ -98,7 +99,6 @@ def build_packet(run_dir: str | Path) -> dict:
     """The failure packet of the batch recorded in ``run_dir`` (see the module docstring)."""
     import pandas as pd
 
-    from jitlab.store import load
     frames = load(run_dir)
     config = frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}
     eps = frames["episodes"]

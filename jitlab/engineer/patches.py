@@ -29,6 +29,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 from jitlab.harness import harness_sha, read_files, resolve
+from jitlab.jit.repair import RepairConfig, Validation, validate_files
 from jitlab.protocol import HOOKS
 
 __all__ = ["HOOK_PARAMS", "NOOP_PATCH", "apply_patch", "check_patch", "patch_files", "patch_identity",
@@ -130,7 +131,6 @@ def apply_patch(base: str | Path, text: str, out: str | Path) -> Path:
 def validate_patch(base: str | Path, text: str, suite, dev_task, llm, workdir: str | Path, config=None):
     """Static checks, then jitlab.jit.repair's sandboxed validation of the patched folder (compile, import,
     interface, smoke episode). Returns a jitlab.jit.repair.Validation (``ok``, ``diagnostic``)."""
-    from jitlab.jit.repair import RepairConfig, Validation, validate_files
     problem = check_patch(text)
     files = patch_files(base, text)
     if problem is not None:

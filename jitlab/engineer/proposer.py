@@ -25,7 +25,10 @@ from pathlib import Path
 
 import jinja2
 
+from jitlab.engineer.interventions import Interventions, intervention_patch, mine
 from jitlab.engineer.rules import Proposal, propose_rules, rule_fields
+from jitlab.errors import ConfigError
+from jitlab.modules.hooks import InterventionHooks
 
 __all__ = ["OFFLINE", "THRESHOLDS", "InterventionEngineer", "ModelEngineer", "RuleEngineer", "extract_patch",
            "make_engineer", "render_prompt"]
@@ -63,9 +66,6 @@ class InterventionEngineer:
     def propose(self, packet: dict, k: int, current: str = "", run_dir=None) -> list[Proposal]:
         from dataclasses import fields
 
-        from jitlab.engineer.interventions import Interventions, intervention_patch, mine
-        from jitlab.errors import ConfigError
-        from jitlab.modules.hooks import InterventionHooks
         if run_dir is None:
             raise ConfigError("engineer 'interventions' mines the batch's run records: pass run_dir to propose")
         kept = rule_fields(current, names={f.name for f in fields(InterventionHooks)})
@@ -105,6 +105,5 @@ def make_engineer(name: str, new_handle=None, **options):
     if name == "interventions":
         return InterventionEngineer()
     if new_handle is None:
-        from jitlab.errors import ConfigError
         raise ConfigError(f"engineer {name!r} is a backbone: it needs a handle (new_handle)")
     return ModelEngineer(name, new_handle, **options)

@@ -30,10 +30,16 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from jitlab.engineer.loop import EngineerConfig, run_engineer
+from jitlab.engineer.transfer import _names as names_of
+from jitlab.engineer.transfer import slug
 from jitlab.errors import ConfigError
 from jitlab.fields import CANDIDATES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.harness import resolve
+from jitlab.llm.base import check_name
 from jitlab.llm.lazy import BackbonePool
 from jitlab.runtime import EPISODE_MAX_TOKENS
+from jitlab.store import summarize
 
 __all__ = ["COLUMNS", "LABELS", "TableConfig", "run_table", "table_rows"]
 
@@ -75,7 +81,6 @@ class TableConfig:
 
 
 def _names(text: str, what: str) -> list[str]:
-    from jitlab.engineer.transfer import _names as names_of
     names = names_of(text)
     if not names:
         raise ConfigError(f"engineer table: --{what} names nothing; give one or more, comma-separated")
@@ -85,7 +90,6 @@ def _names(text: str, what: str) -> list[str]:
 def _side(summary: dict, label: str, side: str) -> dict:
     """Success (with its Wilson 95% interval, ``lo–hi``) and tokens per task of one run a loop measured (None when
     the loop did not measure ``label``)."""
-    from jitlab.store import summarize
     run_dir = summary.get("runs", {}).get(label, {}).get(side)
     if run_dir is None:
         return {f"success_{label}": None, f"tokens_{label}": None, f"success_{label}_wilson": None}
@@ -127,11 +131,7 @@ def run_table(cfg: TableConfig) -> list[dict]:
     the rows."""
     import pandas as pd
 
-    from jitlab.engineer.loop import EngineerConfig, run_engineer
     from jitlab.engineer.proposer import OFFLINE
-    from jitlab.engineer.transfer import slug
-    from jitlab.harness import resolve
-    from jitlab.llm.base import check_name
     from jitlab.viz.tables import markdown_table
     check_fields(cfg)
     harnesses, engineers = _names(cfg.harness, "harness"), _names(cfg.engineers, "engineers")

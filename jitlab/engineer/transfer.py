@@ -28,10 +28,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from jitlab.engineer.loop import EngineerConfig, _tasks, delta, run_batch
 from jitlab.errors import ConfigError
 from jitlab.fields import SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.harness import resolve
+from jitlab.llm.base import check_options, weights_of
 from jitlab.llm.lazy import BackbonePool
 from jitlab.runtime import EPISODE_MAX_TOKENS
+from jitlab.stats import discordant, mcnemar_exact, wilson
 
 __all__ = ["METHODS", "TransferConfig", "learn_overlay", "run_transfer", "slug"]
 
@@ -83,7 +87,6 @@ def slug(name: str) -> str:
 
 
 def _engineer_cfg(cfg: TransferConfig, backbone: str, split: str):
-    from jitlab.engineer.loop import EngineerConfig
     return EngineerConfig(suite=cfg.suite, harness=cfg.harness, backbone=backbone, split=split, family=cfg.family,
                           seed=cfg.seed, max_steps=cfg.max_steps, max_tokens=cfg.max_tokens,
                           allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=cfg.out,
@@ -106,16 +109,12 @@ def learn_overlay(method: str, run_dir: str | Path, threshold: float = 0.1) -> t
 
 
 def _weights(name: str) -> str:
-    from jitlab.llm.base import weights_of
     return weights_of(name)
 
 
 def run_transfer(cfg: TransferConfig) -> dict:
     """Run the transfer matrix (see the module docstring); returns what is written to ``out/transfer.json``."""
-    from jitlab.engineer.loop import _tasks, delta, run_batch
     from jitlab.engineer.patches import apply_patch, patch_identity
-    from jitlab.harness import resolve
-    from jitlab.llm.base import check_options
     check_fields(cfg)
     learners, targets = _names(cfg.learn_on), _names(cfg.apply_to)
     if not learners:
@@ -173,7 +172,6 @@ def run_transfer(cfg: TransferConfig) -> dict:
 
 def _paired(base: dict, patched: dict, pairs) -> dict:
     """Wins and losses of the overlay over the paired tasks, their exact McNemar p and both Wilson 95% intervals."""
-    from jitlab.stats import discordant, mcnemar_exact, wilson
     keys = [tuple(p) for p in pairs]
     sb = [bool(base["episodes"][k]) for k in keys]
     sp = [bool(patched["episodes"][k]) for k in keys]

@@ -85,7 +85,8 @@ from jitlab.harness import (
 from jitlab.jit.pareto import dominates, pareto_front, weakly_dominates
 from jitlab.jit.retrieval import bm25_sims, embedder, embedder_error, score_entries
 from jitlab.resolve import resolved_or_raw
-from jitlab.store import connect_readonly, transaction
+from jitlab.selection import judge
+from jitlab.store import WriterLock, connect_readonly, make_dir, transaction
 
 __all__ = [
     "DEFAULT_BANK_PATH",
@@ -240,7 +241,6 @@ class Bank:
             self._open_readonly()
             return
         if exclusive:
-            from jitlab.store import WriterLock, make_dir
             make_dir(self.path.parent, "bank folder")
             self._writer = WriterLock(f"{self.path}.lock", f"harness bank {self.path}")
         try:
@@ -497,7 +497,6 @@ class Bank:
         """Whether ``sha`` may remove the dominated frontier ``member`` under ``config.frontier_rule``."""
         if self.config.frontier_rule == "dominance":
             return True
-        from jitlab.selection import judge
 
         def successes(s):  # (task, seed) -> solved in most of its recorded runs
             rows = self.db.execute("SELECT task_id, seed, AVG(success) FROM evaluations WHERE sha=? GROUP BY task_id, "

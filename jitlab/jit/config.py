@@ -19,6 +19,7 @@ from jitlab.fields import (
     check_fields,
 )
 from jitlab.jit.generate.base import generator_backbone
+from jitlab.jit.generate.select import SELECTORS
 from jitlab.llm.base import check_name
 from jitlab.llm.pricing import known_price
 from jitlab.runtime import EPISODE_MAX_TOKENS, EPISODE_MAX_WALL_S
@@ -117,7 +118,6 @@ class JITConfig:
         return fp
 
     def check(self) -> None:
-        from jitlab.jit.generate.select import SELECTORS  # inline: `jitlab --help` reads these fields, not these
         check_fields(self)
         if self.mode not in MODES:
             raise ConfigError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")

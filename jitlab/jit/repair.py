@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jitlab.sandbox
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha
 from jitlab.runtime import Budget, run_episode
@@ -61,8 +62,7 @@ class RepairConfig:
     seed: int = field(default=0, metadata={"help": "seed of the smoke episode"})
 
     def sandbox(self):
-        from jitlab.sandbox import SandboxConfig
-        return SandboxConfig(wall_s=self.request_wall_s, allow_unisolated=self.allow_unisolated)
+        return jitlab.sandbox.SandboxConfig(wall_s=self.request_wall_s, allow_unisolated=self.allow_unisolated)
 
 
 @dataclass
@@ -143,18 +143,17 @@ def dev_task_for(suite, task):
 def validate_files(files: dict[str, str], dev_task, suite, llm, config: RepairConfig, workdir: str | Path) -> Validation:
     """Compile + import + interface check, then a smoke episode, all in the sandbox. Raises InfraError
     when the sandbox (or the backbone provider) fails; never returns a diagnostic for that."""
-    from jitlab.sandbox import SandboxedAgent, validate
     start = time.perf_counter()
     sha = harness_sha(files)
     folder = write_harness(files, Path(workdir) / sha[:16])
-    result = validate(folder, config.sandbox())
+    result = jitlab.sandbox.validate(folder, config.sandbox())
     if not result.ok:
         return Validation(False, "load", sha, result.diagnostic.as_dict(), time.perf_counter() - start,
                           isolation=result.isolation)
     if config.smoke_steps <= 0:
         return Validation(True, "passed", sha, None, time.perf_counter() - start, isolation=result.isolation)
     env = suite.make_env(dev_task)
-    agent = SandboxedAgent(folder, llm, config.sandbox())
+    agent = jitlab.sandbox.SandboxedAgent(folder, llm, config.sandbox())
     try:
         episode = run_episode(env, agent, llm, Budget(config.smoke_steps, config.smoke_max_tokens, config.smoke_wall_s),
                               seed=config.seed)

@@ -17,6 +17,8 @@ from dataclasses import fields
 from typing import Protocol, runtime_checkable
 
 from jitlab.errors import ConfigError, UnknownName
+from jitlab.fields import check_fields
+from jitlab.llm.scripted import check_scripted
 from jitlab.protocol import Completion
 
 __all__ = ["BACKENDS", "NAMED", "OPTIONS", "Backbone", "Completion", "backend_config", "check_name", "check_options",
@@ -76,7 +78,6 @@ OPTIONS = {
 def backend_config(kind: str, config_cls, options: dict):
     """``config_cls(**options)`` for a backend's options dataclass; ConfigError naming unknown options and the
     known, or a value its field metadata refuses (``--backbone-option temperature must be a finite number``)."""
-    from jitlab.fields import check_fields
     known = {f.name for f in fields(config_cls)}
     if unknown := sorted(set(options) - known):
         raise ConfigError(f"unknown {kind} backbone option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
@@ -108,7 +109,6 @@ def check_name(name: str) -> None:
         raise UnknownName("backbone", name, [*NAMED, "hf:<dir>[#file.gguf]", "litellm:<provider/model>",
                                               "llamacpp:embedded|gemma3-270m|<file.gguf>", "scripted:<name>"])
     if kind == "scripted":
-        from jitlab.llm.scripted import check_scripted
         check_scripted(rest)
 
 

@@ -30,6 +30,7 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
+from jitlab.paths import home
 from jitlab.protocol import Completion
 
 __all__ = ["BUSY_WAIT_S", "CacheQuarantined", "ReplayCache", "cache_key", "default_cache"]
@@ -196,6 +197,5 @@ def default_cache() -> ReplayCache | None:
         return None
     with _default_lock:
         if _default is None:
-            from jitlab.paths import home
             _default = ReplayCache(home() / "replay.sqlite")
     return _default

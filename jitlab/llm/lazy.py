@@ -14,6 +14,7 @@ import json
 import threading
 
 from jitlab.errors import ConfigError, InfraError
+from jitlab.llm import base
 
 __all__ = ["BackbonePool", "LazyBackbone"]
 
@@ -25,8 +26,7 @@ class LazyBackbone:
     ``id`` is the configured name, which keys the replay cache."""
 
     def __init__(self, name: str, options: dict):
-        from jitlab.llm.base import check_options
-        check_options(name, options)   # names and options a load would refuse, before a run writes anything
+        base.check_options(name, options)   # names and options a load would refuse, before a run writes anything
         self.name, self.options = name, dict(options)
         self.id = name + (json.dumps(options, sort_keys=True) if options else "")
         self._backbone = None
@@ -34,9 +34,8 @@ class LazyBackbone:
     def get(self):
         with _LOAD_LOCK:  # one load at a time: concurrent first imports of transformers can fail
             if self._backbone is None:
-                from jitlab.llm.base import get_backbone
                 try:
-                    self._backbone = get_backbone(self.name, **self.options)
+                    self._backbone = base.get_backbone(self.name, **self.options)
                 except (ConfigError, InfraError):
                     raise
                 except Exception as exc:  # a backbone that fails to load is infrastructure, not the harness

@@ -50,8 +50,11 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
+import jitlab
 from jitlab.errors import ConfigError, InfraError
+from jitlab.llm import hf
 from jitlab.llm.base import backend_config
+from jitlab.llm.hf import _clean, _plain_prompt, check_installed
 from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
@@ -97,7 +100,6 @@ class LlamaCppConfig:
 def check_spec(spec: str) -> None:
     """ConfigError unless ``llamacpp:<spec>`` names a GGUF file (llm.base.check_options, before a run writes)."""
     if spec in ("embedded", "gemma3-270m"):
-        from jitlab.llm.hf import check_installed
         check_installed(spec)
     else:
         _resolve(spec)
@@ -105,7 +107,6 @@ def check_spec(spec: str) -> None:
 
 def _resolve(spec: str) -> tuple[Path, str, str | None]:
     """(GGUF path, backbone id, id of the same weights on the hf engine, for the price)."""
-    from jitlab.llm import hf
     if spec == "embedded":
         return hf.embedded_gguf_path(), EMBEDDED_ID, hf.EMBEDDED_ID
     if spec == "gemma3-270m":
@@ -198,11 +199,6 @@ class LlamaCppBackbone:
             engine.close()
 
 
-def _clean(messages: list[dict]) -> list[dict]:
-    from jitlab.llm.hf import _clean as clean
-    return clean(messages)
-
-
 class _Call:
     __slots__ = ("done", "reply")
 
@@ -215,7 +211,6 @@ class _Engine:
 
     def __init__(self, gguf: str, threads: int, max_batch: int, n_ctx: int, prefix_reuse: bool, flash_attn: bool,
                  wait_policy: str):
-        import jitlab
         self.name = Path(gguf).name
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(jitlab.__file__).parent.parent),
                                                                            os.environ.get("PYTHONPATH")]))}
@@ -324,7 +319,6 @@ def _compile(template: str):
 def render(template: str | None, messages: list[dict], bos: str = "", eos: str = "") -> str:
     """A chat prompt as transformers' ``apply_chat_template(tokenize=False)`` renders it: the generation prompt added,
     or a final assistant message continued; without a template, hf's plain-text transcript."""
-    from jitlab.llm.hf import _plain_prompt
     if not template:
         return _plain_prompt(messages)
     tag = "CONTINUE_FINAL_MESSAGE_TAG "      # transformers' marker for continue_final_message

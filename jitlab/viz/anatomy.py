@@ -55,7 +55,7 @@ from jitlab.harness import Harness, load_harness
 from jitlab.paths import package_root, repo_root
 from jitlab.protocol import HOOKS, Capability
 from jitlab.protocol import SLOTS as PROTOCOL_SLOTS
-from jitlab.resolve import parse_source
+from jitlab.resolve import parse_source, vendored_names
 from jitlab.viz.anatomy_svg import to_svg
 
 __all__ = ["SLOTS", "Anatomy", "BackboneCall", "FlowEdge", "SlotAnatomy", "anatomy"]
@@ -231,7 +231,6 @@ def _vendored_from(klass: type) -> str | None:
     path = _module_file(klass)
     if path is None or not path.is_file():
         return None
-    from jitlab.resolve import vendored_names
     return vendored_names(_read(path)).get(klass.__name__)
 
 

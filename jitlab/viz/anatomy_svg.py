@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
+from jitlab.harness import seed_bank_dir
 from jitlab.paths import package_root, repo_root
 from jitlab.protocol import HOOKS
 
@@ -27,7 +28,6 @@ __all__ = ["to_svg"]
 
 def _shown_path(folder) -> str:
     """The folder relative to the checkout when inside it, so saved diagrams do not embed a machine path."""
-    from jitlab.harness import seed_bank_dir
     folder = Path(folder).resolve()
     if folder.is_relative_to(seed_bank_dir().resolve()):  # a seed: the path a reader of the repository knows
         return str(Path("seed_bank") / folder.relative_to(seed_bank_dir().resolve()))

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jitlab.card import format_card
 from jitlab.stats import LEVEL
+from jitlab.store import make_dir
+from jitlab.viz.figures import save
+from jitlab.viz.style import hv as holoviews
+from jitlab.viz.style import panel_opts
 from jitlab.viz.tables import markdown_table, mean_cell
 
 __all__ = ["compare_markdown", "fig_compare", "pair_label", "write_comparison"]
@@ -38,8 +43,6 @@ def compare_markdown(table, level: float = LEVEL) -> str:
 
 def fig_compare(table, title: str | None = None):
     """Δ reward and Δ tokens per task (B − A) per pair, with their 95% paired bootstrap intervals as error bars."""
-    from jitlab.viz.style import hv as holoviews
-    from jitlab.viz.style import panel_opts
     hv = holoviews()
     x = list(range(len(table)))
     ticks = [(i, f"{pair_label(r)}\n{r['wins']}W/{r['losses']}L, p={r['mcnemar_p']:.2g}")
@@ -61,8 +64,6 @@ def fig_compare(table, title: str | None = None):
 def write_comparison(table, flips, runs, out: str | Path, figure: bool = True, level: float = LEVEL) -> list[Path]:
     """Write ``compare.md`` (cards and the paired table), ``compare.csv``, ``flips.csv`` and, with ``figure``,
     ``compare.png``/``.html`` into ``out``; returns the paths."""
-    from jitlab.card import format_card
-    from jitlab.store import make_dir
     out = make_dir(out, "--out")
     md = out / "compare.md"
     cards = "\n\n".join(f"```\n{format_card(r.card, r.label)}\n```" for r in runs)
@@ -72,6 +73,5 @@ def write_comparison(table, flips, runs, out: str | Path, figure: bool = True, l
     flips.to_csv(out / "flips.csv", index=False)
     written = [md, out / "compare.csv", out / "flips.csv"]
     if figure:
-        from jitlab.viz.figures import save
         written += save(fig_compare(table), out / "compare", formats=("png", "html"))
     return written

@@ -14,6 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jitlab.compare import compare_runs
+from jitlab.errors import ConfigError
+from jitlab.store import DB_NAME, EXPORT_MARKER
+
 __all__ = ["best_candidate", "candidates", "engineer_deltas", "episode_of", "training_curves"]
 
 
@@ -25,10 +29,8 @@ def _paired(loop: Path, c: dict) -> dict:
         return none
     here = loop / f"round{c['round']}"
     patched, base = here / Path(c["run_dir"]).name, here / "base"
-    from jitlab.store import DB_NAME, EXPORT_MARKER
     if not all((d / DB_NAME).is_file() or (d / EXPORT_MARKER).is_file() for d in (patched, base)):
         return none
-    from jitlab.compare import compare_runs
     row = compare_runs([base, patched])[0].iloc[0]
     return {"wins": int(row["wins"]), "losses": int(row["losses"]), "mcnemar_p": float(row["mcnemar_p"])}
 
@@ -96,7 +98,6 @@ def episode_of(rec: dict, task_id: str) -> int:
     eps = rec["episodes"]
     match = eps[(eps["task_id"] == task_id) & eps["final"]]
     if match.empty:
-        from jitlab.errors import ConfigError
         raise ConfigError(f"task {task_id} has no finished episode in {rec['run_dir']}; pick one of "
                           f"{', '.join(sorted(set(eps['task_id'])))}")
     return int(match["id"].iloc[0])

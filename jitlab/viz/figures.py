@@ -35,6 +35,8 @@ from pathlib import Path
 from jitlab.errors import ConfigError
 from jitlab.jit.record import read_jit_record
 from jitlab.stats import bootstrap_mean, wilson
+from jitlab.store import DB_NAME, EXPORT_MARKER, load
+from jitlab.viz.anatomy_table import CASE_STUDY_CAPTION, save_case_studies, summary_row
 from jitlab.viz.style import colors as _colors
 from jitlab.viz.style import hv as _hv
 from jitlab.viz.style import panel_opts as _panel_opts
@@ -61,7 +63,6 @@ def expand_runs(paths) -> list[Path]:
     """Run directories named by ``paths``: a run directory itself, or a folder with runs anywhere beneath
     it (``runs/`` holding ``<suite>/<harness>-<backbone>/`` and ``<suite>/jit-.../<mode>/``). A compact export
     of a run (``jitlab export``: ``results/<name>/<run>/`` with run.json) counts as a run directory."""
-    from jitlab.store import DB_NAME, EXPORT_MARKER
     found: list[Path] = []
     for p in [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]:
         if (p / DB_NAME).exists() or (p / EXPORT_MARKER).is_file():
@@ -84,7 +85,6 @@ def collect(run_dirs, include_unfinished: bool = False):
     ``run_generator`` is a JIT run's generator and ``settings`` its ``SETTINGS`` as ``split=dev limit=5 ...``."""
     import pandas as pd
 
-    from jitlab.store import load
     frames = []
     for run_dir in expand_runs(run_dirs):
         rec = load(run_dir)
@@ -235,10 +235,6 @@ def seed_bank_table(df, with_anatomy: bool = True):
     wide.columns = [f"{suite}:{metric}" for metric, suite in wide.columns]
     wide = wide.reset_index()
     if with_anatomy:
-        try:
-            from jitlab.viz.anatomy_table import summary_row
-        except ImportError:
-            return wide
         mpfa = {}
         for name in wide["harness"].unique():
             try:
@@ -486,7 +482,6 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
 
 def _case_study_entries(out: Path, command: str) -> list[dict]:
     """The case-study anatomy diagrams (from code, no runs needed) in ``out/case_studies/``."""
-    from jitlab.viz.anatomy_table import CASE_STUDY_CAPTION, save_case_studies
     paths = save_case_studies(out / "case_studies")
     if not paths:
         return []

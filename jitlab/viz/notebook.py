@@ -21,6 +21,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from jitlab.errors import ConfigError
+from jitlab.store import DB_NAME
+from jitlab.viz.figures import fig_pareto, pairings, pareto_frontier
+
 __all__ = ["setup", "interactive", "pareto_explorer", "list_runs", "run_picker", "runs_chooser", "step_lines"]
 
 PAIRING_COLUMNS = ["method", "backbone", "n", "score", "cost_per_case", "tokens_per_case", "tool_calls_per_case",
@@ -52,7 +56,6 @@ def interactive(fig):
 
 
 def _pairings(df):
-    from jitlab.viz.figures import pairings, pareto_frontier
     pairs = pairings(df)
     pairs["on_frontier"] = pairs.index.isin(pareto_frontier(pairs).index)
     return pairs.reset_index(drop=True)
@@ -64,7 +67,6 @@ def pareto_explorer(df, title: str | None = None):
     import holoviews as hv
     import panel as pn
 
-    from jitlab.viz.figures import fig_pareto
     pairs = _pairings(df)
     fig = interactive(fig_pareto(df, title=title))
     # one selectable layer over all pairings: a ring that shows only on selected points (the coloured markers
@@ -87,7 +89,6 @@ def pareto_explorer(df, title: str | None = None):
 
 def list_runs(root: str | Path = "runs") -> list[str]:
     """The run directories under ``root`` (folders holding a run.sqlite), newest first; [] when there is none."""
-    from jitlab.store import DB_NAME
     base = Path(root)
     runs = [db.parent for db in base.rglob(DB_NAME)] if base.is_dir() else []
     return [str(p) for p in sorted(runs, key=lambda p: (p / DB_NAME).stat().st_mtime, reverse=True)]
@@ -106,7 +107,6 @@ def run_picker(root: str | Path = "runs", value: str | Path | None = None, descr
     import ipywidgets as widgets
     options = _options(root, [value] if value else [])
     if not options:
-        from jitlab.errors import ConfigError
         raise ConfigError(f"no run directories under {root} (folders with a run.sqlite): make one with `jitlab run`, "
                           "or set run_dir in the parameters cell")
     return widgets.Dropdown(options=options, value=options[0][1], description=description,

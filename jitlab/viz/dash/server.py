@@ -16,6 +16,10 @@ import socket
 import sys
 from pathlib import Path
 
+from jitlab.errors import ConfigError, JitlabError, StorageError
+from jitlab.fields import check_number
+from jitlab.store import load
+
 __all__ = ["app", "serve", "free_port", "main"]
 
 
@@ -42,7 +46,6 @@ def _or_error(build, name: str = "error"):
 
     import panel as pn
 
-    from jitlab.errors import JitlabError
     try:
         return build()
     except (JitlabError, sqlite3.DatabaseError, OSError) as exc:
@@ -64,9 +67,6 @@ def serve(run_dirs, port: int = 0, show: bool = True, live: bool = False, poll_s
 
     import panel as pn
 
-    from jitlab.errors import ConfigError, StorageError
-    from jitlab.fields import check_number
-    from jitlab.store import load
     from jitlab.viz.figures import expand_runs
     check_number("--port", port, "int", min=0, max=65535)
     check_number("--poll-s", poll_s, "float", min_exclusive=0)
