@@ -10,7 +10,7 @@ public description and tool registry, and K references from the bank (their desc
 first ``code_references`` also with their files as ``<file name=...>`` blocks). The reply is read
 with ``parse_blocks`` (one tagged block per file, the last one wins). Files the reply lacks are
 taken from the nearest reference, and ``description.yaml``'s lineage says which, so a partial reply
-can still be validated (and repaired). Candidate ``i > 0`` samples (temperature, seed ``i``).
+can still be validated (and repaired). Candidate ``i > 0`` samples (temperature, a seed of the task and ``i``: ``base.sampling``).
 
 ``repair`` shows the broken files and the diagnostic (``code_repair.j2``); files missing from the
 reply stay as they were. References and the broken files are shown as resolved source (the library code
@@ -36,6 +36,7 @@ from jitlab.jit.generate.base import (
     prompt_hash,
     render,
     resolved,
+    sampling,
 )
 from jitlab.jit.generate.blocks import format_blocks, parse_blocks
 
@@ -71,16 +72,11 @@ class CodeGenerator:
         return [{"role": "system", "content": self._system()},
                 {"role": "user", "content": render("code_user.j2", task=task, references=refs)}]
 
-    def _params(self, index: int, max_new: int) -> dict:
-        params = {"max_new_tokens": max_new}
-        if index > 0:
-            params.update(temperature=self.config.temperature, seed=index)
-        return params
-
     def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate:
         llm = llm or self.llm
         messages = self.messages(task, references)
-        reply = llm.chat(messages, **self._params(index, self.config.max_new_tokens)).text
+        reply = llm.chat(messages, max_new_tokens=self.config.max_new_tokens,
+                         **sampling(task, index, self.config.temperature)).text
         parsed = parse_blocks(reply)
         nearest = references[0] if references else None
         files, fallback = _complete(parsed, nearest)
