@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ from jitlab.modules.prompting import TEMPLATE_DIR
 from jitlab.protocol import SLOTS
 
 __all__ = ["LIBRARY_PREFIX", "ResolveError", "parse_source", "resolve_file", "resolve_files", "resolved_or_raw",
-           "vendored_names"]
+           "thin_file", "vendored_names"]
 
 LIBRARY_PREFIX = "jitlab.modules"
 # modules whose names a resolved harness may import as they are
@@ -431,6 +432,28 @@ def resolved_or_raw(files: dict[str, str]) -> dict[str, str]:
         return resolve_files(files)
     except ResolveError:
         return dict(files)
+
+
+def thin_file(text: str, line: int | None = None) -> tuple[str, int | None]:
+    """A resolved module file in thin form: its head (docstring, imports), a ``from jitlab.modules.<m> import
+    <names>`` line for the library definitions its own code names, and its own code; the written-out library code is
+    left out, so resolving the thin file writes it back in. Also ``line`` of the resolved file moved to the thin one
+    (None when it is None or falls in the library code). Unchanged when the file inlines nothing."""
+    lines = text.splitlines()
+    if _HEADER not in lines or _OWN not in lines:
+        return text, line
+    start = lines.index(_OWN)
+    head, own = lines[:lines.index(_HEADER)], lines[start:]
+    used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", "\n".join(own[1:])))
+    froms: dict[str, set[str]] = {}
+    for name, dotted in vendored_names(text).items():
+        if name in used:
+            froms.setdefault(dotted.rsplit(".", 1)[0], set()).add(name)
+    while head and not head[-1].strip():
+        head.pop()
+    thin = [*head, *(_from_line(m, names) for m, names in sorted(froms.items())), "", "", *own]
+    moved = line - start + len(thin) - len(own) if line is not None and line > start else None
+    return "\n".join(thin) + "\n", moved
 
 
 def vendored_names(text: str) -> dict[str, str]:

@@ -129,3 +129,21 @@ def test_cli_show_and_export_give_the_runnable_resolved_folder(tmp_path, capsys)
     assert main(["harnesses", "export", "resum", "--out", str(tmp_path / "r")]) == 2        # not empty: refused
     assert "not empty" in capsys.readouterr().err
     assert main(["harnesses", "regenerate", "--check"]) == 0
+
+
+def test_thin_file_is_undone_by_resolving_it_for_every_seed_and_case_study_file():
+    from jitlab.harness import case_study_names, read_files, seed_bank_dir, seed_names
+    from jitlab.resolve import resolve_file, thin_file
+    checked = 0
+    for name in seed_names() + case_study_names():
+        for file, text in read_files(seed_bank_dir() / name).items():
+            if not file.endswith(".py") or "# library: " not in text:
+                continue
+            thin, _ = thin_file(text)
+            assert "# library: " not in thin and len(thin) < len(text) and resolve_file(thin, file) == text, (name, file)
+            checked += 1
+    assert checked > 40
+    text = read_files(seed_bank_dir() / "react")["action.py"]
+    own = text.splitlines().index("class Action(ReActAction):") + 1
+    thin, line = thin_file(text, own)
+    assert thin.splitlines()[line - 1] == "class Action(ReActAction):" and thin_file(text, 20)[1] is None

@@ -37,7 +37,8 @@ only when the newcomer also beats it on success with an exact McNemar p below 0.
 evaluations; a member dominance alone would remove stays beside the newcomer (``kept_by_rule``). A
 harness already on the frontier that gets new evaluations leaves only when a member strictly dominates
 it. A harness without evaluations never enters. The frontier therefore depends on arrival order, like
-the stream it summarises; ``frontier_history()`` replays it step by step.
+the stream it summarises; ``frontier_history()`` replays it step by step. ``advances(sha, evals)`` asks the same
+question without writing (Stage III adds only candidates that would enter).
 
 Incumbent per family: among harnesses evaluated on that family, the best mean reward over their tasks
 of the family (per-task means first); ties go to the lower mean cost, then lower latency, then the
@@ -82,7 +83,7 @@ from jitlab.harness import (
     seed_bank_dir,
     seed_names,
 )
-from jitlab.jit.pareto import dominates, pareto_front, weakly_dominates
+from jitlab.jit.pareto import blockers, dominates, pareto_front
 from jitlab.jit.retrieval import bm25_sims, embedder, embedder_error, score_entries
 from jitlab.resolve import resolved_or_raw
 from jitlab.selection import judge
@@ -472,7 +473,7 @@ class Bank:
             if sha in frontier:
                 dominated_by = [f for f in others if dominates(metrics[f], mine)]
             else:
-                dominated_by = [f for f in others if weakly_dominates(metrics[f], mine)]
+                dominated_by = blockers(mine, {f: metrics[f] for f in others}) or []
             if new == 0 and seen:  # a resumed run repeating an update: replay what it did then
                 last, entered, dominated_by, removed = self.db.execute(
                     "SELECT step, entered, dominated_by, removed FROM frontier_steps WHERE sha=? ORDER BY step DESC"
@@ -492,6 +493,23 @@ class Bank:
         return {"entered_frontier": entered, "dominated_by": dominated_by, "removed": removed,
                 "on_frontier": stays, "step": step, "new_evals": new, "rule": self.config.frontier_rule,
                 "kept_by_rule": kept_by_rule}
+
+    @_locked
+    def advances(self, sha: str, evals) -> dict:
+        """Whether harness ``sha`` (a full sha) with evaluations ``evals`` (not recorded) would enter the frontier now,
+        by the rule ``update`` applies (module docstring), without writing anything: ``{advances, dominated_by,
+        on_frontier}`` (a member already on it does not advance it). Its evaluations already in the bank count too; a
+        new one on a task it has one of stands for that task."""
+        _, frontier = self._frontier_at(None)
+        if sha in frontier:
+            return {"advances": False, "dominated_by": [], "on_frontier": True}
+        metrics = self._metrics(set(frontier) | ({sha} if sha in self else set()))
+        cost = "tokens" if self.config.cost_metric == "tokens" else "cost"
+        mine = dict(metrics.get(sha, {}))
+        for ev in map(_as_eval, evals):
+            mine[ev.task_id] = (ev.reward, float(getattr(ev, cost)), ev.latency)
+        blocked = blockers(mine, {f: metrics[f] for f in frontier})
+        return {"advances": blocked == [], "dominated_by": blocked or [], "on_frontier": False}
 
     def _removal_admitted(self, sha: str, member: str) -> bool:
         """Whether ``sha`` may remove the dominated frontier ``member`` under ``config.frontier_rule``."""

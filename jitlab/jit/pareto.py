@@ -7,11 +7,12 @@ Two harnesses are compared only on the tasks both were evaluated on: over that s
 reward, cost and latency (``aggregate``). A *dominates* B when the shared set is not empty and A is at least as
 good on all three (reward higher, cost and latency lower) and strictly better on one; *weakly* dominates when at
 least as good on all three. With no shared task the two are incomparable. The bank's conservative frontier
-update (jitlab.jit.bank) is built from these.
+update (jitlab.jit.bank) is built from these; ``blockers`` is its entry rule: the frontier members that keep a newcomer
+out (empty: it advances the frontier).
 """
 from __future__ import annotations
 
-__all__ = ["aggregate", "dominates", "pareto_front", "weakly_dominates"]
+__all__ = ["aggregate", "blockers", "dominates", "pareto_front", "weakly_dominates"]
 
 
 def aggregate(per_task: dict, tasks) -> tuple[float, float, float]:
@@ -50,3 +51,12 @@ def pareto_front(metrics: dict[str, dict]) -> list[str]:
     Entries with no task are left out."""
     keys = [k for k, v in metrics.items() if v]
     return [k for k in keys if not any(dominates(metrics[o], metrics[k]) for o in keys if o != k)]
+
+
+def blockers(candidate: dict, frontier: dict[str, dict]) -> list[str] | None:
+    """The keys of ``frontier`` ({sha: {task: (reward, cost, latency)}}) that weakly dominate ``candidate``, so keep it
+    off the frontier (a tie keeps the member); ``[]``: it would advance the frontier; None: it has no evaluation, so it
+    cannot enter."""
+    if not candidate:
+        return None
+    return [k for k, m in frontier.items() if weakly_dominates(m, candidate)]

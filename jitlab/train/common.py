@@ -27,7 +27,7 @@ __all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", 
 DONE = "DONE"
 # what may change between a run and its resume (logging and checkpoint cadence, evaluation size, speed)
 _RESUMABLE = {"save_steps", "save_total_limit", "logging_steps", "report_to", "threads", "eval", "eval_limit",
-              "concurrency"}
+              "concurrency", "micro_batch"}   # micro_batch: how a group's loss is split, not what is trained
 
 
 def lora_config(cfg):

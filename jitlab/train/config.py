@@ -31,6 +31,13 @@ BATCH_MAX = {"max": 1024, "max_why": "each row holds max_length tokens of activa
 RANK_MAX = {"max": 1024, "max_why": "the adapters' parameters grow with the rank"}
 
 
+def check_micro_batch(cfg) -> None:
+    """A GRPO config's micro_batch must split its group evenly (TRL's generation batch holds whole groups)."""
+    if cfg.micro_batch and cfg.num_generations % cfg.micro_batch:
+        raise ConfigError(f"--micro-batch {cfg.micro_batch} does not divide --num-generations {cfg.num_generations}; "
+                          "use a divisor of the group size (e.g. 1 or 2)")
+
+
 def check_format(value: str) -> None:
     if value not in FORMATS:
         raise ConfigError(f"--format must be plan or code, got {value!r}")
@@ -258,6 +265,10 @@ class Stage3Config(TrainingCommon):
     num_generations: int = field(default=4, metadata={"help": "group size G: candidates sampled per task", "min": 2,
                                                       **CANDIDATES_MAX})
     max_completion_length: int = field(default=96, metadata={"help": "tokens per sampled plan", "min": 8, **TOKENS_MAX})
+    micro_batch: int | None = field(default=None, metadata={
+        "help": "completions per loss forward and backward, accumulated over the group (divides num_generations): "
+                "peak memory scales with it, not with the group; default: the whole group at once", "min": 1,
+        **CANDIDATES_MAX})
     k_references: int = field(default=3, metadata={"help": "references from the starting bank in each plan prompt "
                                                              "(as Stage I's data and JIT inference)", "min": 0, **REFERENCES_MAX})
     format: str = field(default="plan", metadata={"help": "what the policy samples: plans or harness files (code)",
@@ -298,6 +309,7 @@ class Stage3Config(TrainingCommon):
             raise ConfigError(f"--latency-proxy must be calls or tokens, got {self.latency_proxy!r}")
         if len(self.weights) != 4:
             raise ConfigError(f"--weights needs 4 numbers (valid, task_delta, latency_gain, cost_gain), got {self.weights!r}")
+        check_micro_batch(self)
 
 
 @dataclass
@@ -346,6 +358,10 @@ class EngineerGRPOConfig(TrainingCommon):
     num_generations: int = field(default=4, metadata={"help": "group size K: patches sampled per packet", "min": 2,
                                                       **CANDIDATES_MAX})
     max_completion_length: int = field(default=256, metadata={"help": "tokens per sampled patch", "min": 8, **TOKENS_MAX})
+    micro_batch: int | None = field(default=None, metadata={
+        "help": "completions per loss forward and backward, accumulated over the group (divides num_generations): "
+                "peak memory scales with it, not with the group; default: the whole group at once", "min": 1,
+        **CANDIDATES_MAX})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
     beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})
     num_iterations: int = field(default=1, metadata={"help": "clipped updates per generated group (mu)", "min": 1})
@@ -356,3 +372,7 @@ class EngineerGRPOConfig(TrainingCommon):
                                                                     "unavailable (recorded)"})
     concurrency: int = field(default=6, metadata={"help": "episodes of a batch re-run at once; the hf engine batches "
                                                           "their calls", "min": 1, **WORKERS_MAX})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_micro_batch(self)

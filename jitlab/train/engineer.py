@@ -22,7 +22,11 @@ smoke episode, then the packet's tasks re-run with the patch in the sandbox, rep
 Δ = success(patched) − success(reference) on the same task ids and seed, the reference being the packet's harness
 (base + the patch in use) run the same way into ``runs/<packet id>/base`` once. An invalid patch gets
 ``invalid_reward`` (<= −1, the lowest). TRL normalises the rewards within each group (its default ``scale_rewards``).
-Run folders are resumable, so a patch sampled twice is not re-run. Files: ``grpo/`` (checkpoints, ``runs/``
+Run folders are resumable, so a patch sampled twice is not re-run. ``micro_batch`` splits each group's loss forward
+and backward into micro-batches with gradient accumulation (stage3.grpo_batching), so the peak memory scales with the
+micro-batch, not with K (17.2 GB at K = 16 on a 2.2k-token packet with recomputation, whole groups). The summary's
+``groups`` is the share of groups with non-zero advantage (jitlab.train.evo.signal_share: a group of equal rewards
+teaches nothing; ``nonzero_advantage_share`` per step in the logs). Files: ``grpo/`` (checkpoints, ``runs/``
 TensorBoard, log_history.jsonl, adapter/), ``adapter`` -> grpo/adapter, ``completions.jsonl`` (one row per sampled
 patch: packet, sha, valid, diagnostic kind, Δ, reward), ``runs/``, ``patches/``, ``manifest.json``.
 
@@ -205,10 +209,12 @@ class PatchEvaluator:
         return record
 
 
-def patch_reward(evaluator: PatchEvaluator, invalid_reward: float = -1.0, on_batch=None):
+def patch_reward(evaluator: PatchEvaluator, invalid_reward: float = -1.0, on_batch=None, group_size: int | None = None):
     """The GRPO reward function: each completion's patch (jitlab.engineer.proposer.extract_patch) scored on its row's
-    ``packet_id``; Δ when valid, else ``invalid_reward``. ``on_batch(records)`` sees one record per completion."""
+    ``packet_id``; Δ when valid, else ``invalid_reward``. ``on_batch(records)`` sees one record per completion; given
+    ``group_size`` (the trainer's K), ``nonzero_advantage_share`` of the batch's groups goes to the step's logs."""
     from jitlab.engineer.proposer import extract_patch
+    from jitlab.train.evo import signal_share
     from jitlab.train.stage3 import completion_text
 
     def delta(prompts, completions, packet_id, **kwargs):
@@ -224,6 +230,9 @@ def patch_reward(evaluator: PatchEvaluator, invalid_reward: float = -1.0, on_bat
         log_metric = kwargs.get("log_metric")     # TRL's hook: extra keys in the step's logs (and TensorBoard)
         if callable(log_metric) and records:
             log_metric("valid_rate", sum(r["valid"] for r in records) / len(records))
+            share = signal_share([r["reward"] for r in records], group_size)["share"] if group_size else None
+            if share is not None:
+                log_metric("nonzero_advantage_share", share)
         if on_batch is not None:
             on_batch(records)
         return [r["reward"] for r in records]
@@ -232,6 +241,7 @@ def patch_reward(evaluator: PatchEvaluator, invalid_reward: float = -1.0, on_bat
 
 def run_engineer_grpo(cfg: EngineerGRPOConfig, out: str | Path) -> dict:
     """GRPO of the engineer into ``out`` (resumable); returns the manifest. Adapter: ``out/adapter``."""
+    from jitlab.train.evo import signal_share
     from jitlab.train.stage3 import generation_rows, grpo_trainer, policy_chain
     if cfg.threads:
         import torch
@@ -250,18 +260,20 @@ def run_engineer_grpo(cfg: EngineerGRPOConfig, out: str | Path) -> dict:
     logged = read_jsonl(log_path) if log_path.is_file() else []
 
     def on_batch(records):
-        logged.extend(records)
+        first = len(logged) // cfg.num_generations
+        logged.extend({**r, "group": first + i // cfg.num_generations} for i, r in enumerate(records))
         write_jsonl(log_path, logged)
 
     # cycled to fill a generation batch: fewer packets than grad_accum would train zero steps (stage3's caveat)
     rows = generation_rows([{"prompt": p["prompt"], "packet_id": p["packet_id"]} for p in packets], cfg)
-    reward = patch_reward(evaluator, cfg.invalid_reward, on_batch)
+    reward = patch_reward(evaluator, cfg.invalid_reward, on_batch, cfg.num_generations)
     manifest["phases"]["grpo"] = train_phase(
         "grpo", out, lambda folder: (grpo_trainer(cfg, folder, rows, [reward], base), 0), rows, base, below)
     manifest["adapter"] = link_adapter(out, out / "grpo" / "adapter")
     valid = [r for r in logged if r["valid"]]
     manifest["summary"] = {"candidates": len(logged), "valid": len(valid),
                            "positive": sum(r["delta"] > 0 for r in valid),
-                           "mean_reward": sum(r["reward"] for r in logged) / len(logged) if logged else None}
+                           "mean_reward": sum(r["reward"] for r in logged) / len(logged) if logged else None,
+                           "groups": signal_share([r["reward"] for r in logged], cfg.num_generations)}
     write_json(out / "manifest.json", manifest)
     return manifest

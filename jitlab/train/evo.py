@@ -21,13 +21,20 @@ and a channel's scale does not matter (the GDPO decoupled normalisation). The ad
 only computes the channel values. Caveat (argued in the design notes): z-scores do not make reward lexicographically
 first; efficiency weights <= 0.25 keep a gated-in but costly candidate from falling below a gated-out one in practice.
 ``log(.)`` uses ``(x + 1)`` on both sides, so zero tokens or zero cost stay finite.
+
+Signal (``signal_share``): a group whose rewards are all equal (on every channel, over the rows where it applies) gets
+advantage 0 for every member and teaches nothing. The share of groups with non-zero advantage is what says whether a
+GRPO run had anything to learn; TRL's ``frac_reward_zero_std`` does not say it under ``normalize_then_sum``, where it
+is computed over the whole batch. Stage III and the engineer's GRPO log it per step (``nonzero_advantage_share``) and
+report it in their manifests.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-__all__ = ["CHANNELS", "CHANNEL_WEIGHTS", "ChannelRewards", "Outcome", "channels", "grpo_aggregation"]
+__all__ = ["CHANNELS", "CHANNEL_WEIGHTS", "ChannelRewards", "Outcome", "channels", "grpo_aggregation",
+           "signal_share"]
 
 CHANNELS = ("valid", "task_delta", "latency_gain", "cost_gain")
 CHANNEL_WEIGHTS = (0.25, 1.0, 0.25, 0.25)
@@ -57,6 +64,26 @@ def channels(cand: Outcome, inc: Outcome, dead_band: float = 0.05) -> dict[str, 
             "cost_gain": _gain(cand.cost, inc.cost, dead_band) if gate else None}
 
 
+def _varies(values) -> bool:
+    present = {round(float(v), 9) for v in values if v is not None and not math.isnan(float(v))}
+    return len(present) > 1
+
+
+def signal_share(rewards: list, group_size: int) -> dict:
+    """``{groups, nonzero, share}``: of the GRPO groups in ``rewards`` (one per completion, in sampling order, cut into
+    consecutive groups of ``group_size``, TRL's layout; each a number or a dict of channel values, None = gated off),
+    how many have a non-zero advantage: some reward, or some channel, differs between two members where it applies.
+    ``share`` is None when there is no complete group."""
+    groups = [rewards[i:i + group_size] for i in range(0, len(rewards) - group_size + 1, group_size)]
+    nonzero = 0
+    for group in groups:
+        if group and isinstance(group[0], dict):
+            nonzero += any(_varies([r.get(k) for r in group]) for k in group[0])
+        else:
+            nonzero += _varies(group)
+    return {"groups": len(groups), "nonzero": nonzero, "share": nonzero / len(groups) if groups else None}
+
+
 def grpo_aggregation(weights=CHANNEL_WEIGHTS) -> dict:
     """The GRPOConfig fields that make TRL's advantage the gated, decoupled Evo-GDPO one."""
     return {"multi_objective_aggregation": "normalize_then_sum", "reward_weights": list(weights)}
@@ -68,11 +95,13 @@ class ChannelRewards:
     ``evaluate(prompts, completions, rows) -> [Outcome]`` (``rows``: one dict per completion of the dataset's extra
     columns, e.g. task_id), ``incumbent(row) -> Outcome``. ``records`` keeps one dict per scored completion (channels,
     gate, outcome, incumbent), what stage3 writes to completions.jsonl; ``on_batch(records)`` is called once per batch.
-    ``gate_rate`` and ``valid_rate`` go to the step's logs through TRL's ``log_metric``.
+    ``gate_rate``, ``valid_rate`` and (given ``group_size``, the G of the trainer) ``nonzero_advantage_share`` go to
+    the step's logs through TRL's ``log_metric``.
     """
 
-    def __init__(self, evaluate, incumbent, dead_band: float = 0.05, on_batch=None):
+    def __init__(self, evaluate, incumbent, dead_band: float = 0.05, on_batch=None, group_size: int | None = None):
         self.evaluate, self.incumbent, self.dead_band, self.on_batch = evaluate, incumbent, dead_band, on_batch
+        self.group_size = group_size
         self._key, self._values = None, None
         self.records: list[dict] = []
 
@@ -97,6 +126,9 @@ class ChannelRewards:
             if callable(log_metric) and batch:
                 log_metric("gate_rate", sum(r["gate"] for r in batch) / len(batch))
                 log_metric("valid_rate", sum(r["channels"]["valid"] for r in batch) / len(batch))
+                share = signal_share(values, self.group_size)["share"] if self.group_size else None
+                if share is not None:
+                    log_metric("nonzero_advantage_share", share)
             if self.on_batch is not None:
                 self.on_batch(batch)
             self._key, self._values = key, values

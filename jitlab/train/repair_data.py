@@ -12,8 +12,9 @@ Code format: each operator that applies breaks one file; the broken files are va
 validation fails. The diagnostic is the one validation really reported (``kind_expected`` records the operator's
 intended kind, ``kind_matches`` whether they agree). The prompt is exactly what ``code:<backbone>``'s ``repair``
 sends (captured by handing the generator a recorder in place of a backbone, which answers with the fix); the
-completion is the restored file(s) as ``<file>`` blocks, the files left out staying as they were, as in
-``CodeGenerator.repair``.
+completion is the restored file(s) as ``<file>`` blocks, in thin form as the thin repair view shows files (the
+library code imported, not written out: a candidate resolves them back to the originals), the files left out
+staying as they were, as in ``CodeGenerator.repair``.
 
 Plan format: each plan operator makes a plan that ``check_plan`` refuses; the diagnostic is that ``parse_error``;
 prompt = ``plan:<backbone>``'s repair messages, completion = the original plan.
@@ -64,11 +65,14 @@ class _Recorder:
         return Completion(self.reply)
 
 
-def repair_prompt(generator: str, files: dict, diagnostic: dict, task: dict, reply: str = "", meta: dict | None = None):
-    """The messages ``generator`` (``code:x`` or ``plan:x``) sends to repair ``files`` with ``diagnostic``."""
+def repair_prompt(generator: str, files: dict, diagnostic: dict, task: dict, reply: str = "", meta: dict | None = None,
+                  **config):
+    """The messages ``generator`` (``code:x`` or ``plan:x``, with its ``config`` fields) sends to repair ``files`` with
+    ``diagnostic``."""
     from jitlab.jit.generate import Candidate, get_generator
     recorder = _Recorder(reply)
-    get_generator(generator).repair(Candidate(dict(files), generator, meta=dict(meta or {})), diagnostic, task, recorder)
+    get_generator(generator, **config).repair(Candidate(dict(files), generator, meta=dict(meta or {})), diagnostic, task,
+                                              recorder)
     return recorder.messages
 
 
@@ -107,6 +111,7 @@ def build_stage2(cfg: Stage2DataConfig, out: str | Path) -> dict:
     from jitlab.envs.base import get_suite
     from jitlab.harness import harness_sha
     from jitlab.jit.generate import format_blocks
+    from jitlab.jit.generate.code import thin_files
     from jitlab.jit.generate.plan import PlanError, check_plan, plan_of, plan_text
     from jitlab.jit.repair import RepairConfig, validate_files
     from jitlab.llm.scripted import get_scripted
@@ -150,7 +155,7 @@ def build_stage2(cfg: Stage2DataConfig, out: str | Path) -> dict:
                     drops["fault_passed_validation"] += 1
                     continue
                 diag = check["diagnostic"]
-                completion = format_blocks(fault.fixed)
+                completion = format_blocks(thin_files(fault.fixed))     # thin, as the repair prompt shows files
                 prompt = repair_prompt("code:student", fault.broken, diag, public, completion)
                 rows.append({**base, "format": "code", "op": fault.op, "kind": diag.get("kind"),
                              "kind_expected": fault.kind, "kind_matches": diag.get("kind") == fault.kind,

@@ -15,13 +15,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["candidate_channels", "eval_table", "example_lengths", "fig_curves", "phases_table", "pipeline_figures",
-           "read_records", "repair_table", "training_scalars"]
+__all__ = ["CLOSING_COLUMNS", "candidate_channels", "closing_table", "eval_table", "example_lengths", "fig_curves",
+           "phases_table", "pipeline_figures", "read_records", "repair_table", "training_scalars"]
 
 EVAL_COLUMNS = ["policy", "generator", "n_episodes", "success_rate", "tokens_per_task", "gen_tokens_per_task",
                 "repair_tokens_per_task", "exec_tokens_per_task", "first_try_valid_rate", "repair_success_rate"]
 VALIDITY_COLUMNS = ["policy", "backbone", "n", "parse_rate", "first_try_valid_rate", "tasks_needing_repair",
                     "repair_success_rate", "valid_rate", "gen_tokens_per_task", "repair_tokens_per_task"]
+
+
+CLOSING_COLUMNS = ["policy", "first_try_valid_rate", "distinct_plans", "n_validity", "success_rate", "tokens_per_task",
+                   "n_episodes", "grpo_groups", "grpo_nonzero_advantage_share"]
 
 
 def read_records(path: str | Path):
@@ -150,9 +154,51 @@ def eval_table(run_dirs: dict, columns=None):
     return pd.DataFrame(rows, columns=columns or VALIDITY_COLUMNS)
 
 
+def _distinct_plans(tasks_jsonl: Path) -> int | None:
+    """Distinct plans among a validity evaluation's parsed replies (canonical plan text; None when none parses)."""
+    from jitlab.jit.generate.plan import PlanError, parse_plan, plan_text
+    plans = set()
+    for r in read_records(tasks_jsonl).to_dict("records"):
+        try:
+            plans.add(plan_text(parse_plan(str(r.get("reply") or ""))))
+        except PlanError:
+            continue
+    return len(plans) or None
+
+
+def closing_table(out: str | Path):
+    """The pipeline's closing table: one row per evaluated policy (untrained ``base``, ``stage1``... in that order):
+    first-try plan validity and distinct plans over the held-out tasks (validity/), streaming JIT success and tokens
+    per task (streaming/), and for the policy trained with GRPO (stage3) its groups and the share with non-zero
+    advantage (jitlab.train.evo.signal_share, from stage3/manifest.json)."""
+    import pandas as pd
+    out = Path(out)
+    rows = []
+    names = {p.name for mode in ("validity", "streaming") for p in (out / mode).glob("*") if p.is_dir()}
+    for policy in sorted(names, key=lambda n: (n != "base", n)):
+        validity, streaming = out / "validity" / policy, out / "streaming" / policy
+        if not (validity / "summary.json").is_file() and not (streaming / "summary.json").is_file():
+            continue
+        row = {"policy": policy}
+        if (validity / "summary.json").is_file():
+            v = json.loads((validity / "summary.json").read_text())
+            row.update(first_try_valid_rate=v.get("first_try_valid_rate"), n_validity=v.get("n"),
+                       distinct_plans=_distinct_plans(validity / "tasks.jsonl"))
+        if (streaming / "summary.json").is_file():
+            s = json.loads((streaming / "summary.json").read_text())
+            row.update({k: s.get(k) for k in ("success_rate", "tokens_per_task", "n_episodes")})
+        manifest = out / policy / "manifest.json"
+        groups = (json.loads(manifest.read_text()).get("summary") or {}).get("groups") if manifest.is_file() else None
+        if groups:
+            row.update(grpo_groups=groups["groups"], grpo_nonzero_advantage_share=groups["share"])
+        rows.append(row)
+    return pd.DataFrame(rows, columns=CLOSING_COLUMNS)
+
+
 def pipeline_figures(out: str | Path) -> list[str]:
     """The pipeline's figures under ``out/figures``: the loss curves of every trained stage, Stage III's reward
-    channels per step, and the evaluation tables (markdown + CSV); each listed in figures/README.md."""
+    channels per step, the closing table (``closing_table``) and the evaluation tables (markdown + CSV); each listed in
+    figures/README.md."""
     import pandas as pd
 
     from jitlab.viz.figures import write_table
@@ -174,6 +220,13 @@ def pipeline_figures(out: str | Path) -> list[str]:
         written += save_figure(fig_curves(rewards), fig_dir, "stage3_channels", "Stage III reward channels per step",
                                command, "Mean of each Evo-GDPO channel over the step's group (TRL's "
                                "rewards/<channel>/mean); latency/cost only over gated-in candidates.")
+    closing = closing_table(out)
+    if not closing.empty:
+        paths = write_table(closing, fig_dir / "closing")
+        register_figure(fig_dir, "closing", paths, "Untrained vs Stage I vs I+II vs I+II+III", command,
+                        "Plan validity and distinct plans on the held-out tasks, streaming JIT success and tokens per "
+                        "task, and the share of Stage III's GRPO groups with non-zero advantage.", numbers=closing)
+        written += paths
     for mode in ("validity", "streaming"):
         runs = {p.name: p for p in sorted((out / mode).glob("*")) if (p / "summary.json").is_file()}
         if runs:

@@ -20,10 +20,15 @@ task), never wall seconds.
 Bank (``out/bank.sqlite``, a fresh B0 or a copy of ``bank``): the incumbent's evaluation is recorded; a gated-in
 candidate (valid, keeps or beats the incumbent's reward) is admitted under ``bank_admission`` (``gate``, the default
 and the earlier behaviour: on that one task; ``screen``: never, the gate only shapes the rewards; ``confirm``: only
-when it passes the gate again against the incumbent on the next training task of the family, both run there), then
-added with the incumbent as parent and recorded, and the bank's own conservative rule decides whether it enters the
-frontier (a tie leaves the incumbent in place). Each completions.jsonl row records the verdict (``admission``).
+when it passes the gate again against the incumbent on the next training task of the family, both run there); an
+admitted candidate changes the bank only when it advances the frontier (``Bank.advances``: no frontier member weakly
+dominates it, so a tie leaves the incumbent in place and adds nothing), and is then added with the incumbent as parent
+and recorded. Each completions.jsonl row records the verdicts (``admission``, ``advances``) and its GRPO ``group``.
 That changes later incumbents: the evolutionary part.
+
+Signal: ``summary.groups`` is the share of GRPO groups with non-zero advantage (jitlab.train.evo.signal_share; also
+``nonzero_advantage_share`` per step in the logs); ``frontier_before`` / ``frontier_after`` the bank's frontier at the
+start and the end.
 
 Files: ``grpo/`` (checkpoints, ``runs/`` TensorBoard, log_history.jsonl with TRL's ``rewards/<channel>/mean``,
 ``frac_reward_zero_std``, ...; adapter/), ``adapter`` -> grpo/adapter, ``completions.jsonl`` (one row per candidate:
@@ -42,11 +47,11 @@ from jitlab.errors import ConfigError
 from jitlab.train import common
 from jitlab.train.common import fingerprint, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import Stage3Config
-from jitlab.train.evo import ChannelRewards, Outcome, grpo_aggregation
+from jitlab.train.evo import ChannelRewards, Outcome, grpo_aggregation, signal_share
 from jitlab.train.records import file_sha256, write_json
 
-__all__ = ["PlanEvaluator", "completion_text", "generation_rows", "grpo_trainer", "policy_chain", "prompt_rows",
-           "run_stage3"]
+__all__ = ["PlanEvaluator", "completion_text", "generation_rows", "grpo_batching", "grpo_trainer", "policy_chain",
+           "prompt_rows", "run_stage3"]
 
 
 def completion_text(completion) -> str:
@@ -131,8 +136,8 @@ def _code_files(text: str, nearest: dict | None) -> dict:
 
 def generation_rows(rows: list[dict], cfg: Stage3Config) -> list[dict]:
     """``rows`` cycled to fill at least one generation batch: GRPOTrainer's sampler takes ``grad_accum`` distinct
-    prompts per optimizer step (per_device_train_batch_size = num_generations) and drops an incomplete chunk, so
-    fewer tasks than ``grad_accum`` would train zero steps."""
+    prompts per optimizer step (a generation batch of ``grad_accum`` groups, :func:`grpo_batching`) and drops an
+    incomplete chunk, so fewer tasks than ``grad_accum`` would train zero steps."""
     return [rows[i % len(rows)] for i in range(max(len(rows), cfg.grad_accum))]
 
 
@@ -206,6 +211,7 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
             raise ConfigError(f"--bank {cfg.bank}: no such file")
         shutil.copyfile(cfg.bank, bank_path)
     bank = Bank.create(bank_path, seeds=True)
+    frontier_before = _frontier(cfg.bank)      # the starting bank's, also when a killed run resumes
     evaluator = PlanEvaluator(suite, get_backbone(cfg.executor), cfg, out, default_cache())
     completions_path = out / "completions.jsonl"
     logged: list[dict] = []
@@ -231,22 +237,28 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
         return inc
 
     def on_batch(batch):
-        for record in batch:
+        first = len(logged) // cfg.num_generations
+        for i, record in enumerate(batch):
             row, outcome = record["row"], record["outcome"]
             task, sha = by_id[row["task_id"]], outcome["meta"].get("sha")
-            record.update(task_id=task.id, sha=sha, incumbent_sha=incumbents.get(task.id), bank=None)
+            record.update(task_id=task.id, sha=sha, incumbent_sha=incumbents.get(task.id), bank=None,
+                          group=first + i // cfg.num_generations)
             if record["gate"] and sha:
                 record["admission"] = admission(cfg.bank_admission, evaluator, bank, tasks, task, sha,
                                                 incumbents[task.id])
             if record.get("admission", {}).get("admitted"):
-                bank.add(evaluator.files[sha], generator=evaluator.generator, parents=[incumbents[task.id]])
-                result = bank.update(sha, [_evaluation(Evaluation, task, Outcome(**outcome), cfg.seed)])
-                record["bank"] = {k: result[k] for k in ("entered_frontier", "on_frontier", "step")}
+                evaluation = _evaluation(Evaluation, task, Outcome(**outcome), cfg.seed)
+                ahead = bank.advances(sha, [evaluation])
+                record["advances"] = ahead
+                if ahead["advances"]:               # only a candidate that enters the frontier changes the bank
+                    bank.add(evaluator.files[sha], generator=evaluator.generator, parents=[incumbents[task.id]])
+                    result = bank.update(sha, [evaluation])
+                    record["bank"] = {k: result[k] for k in ("entered_frontier", "on_frontier", "step")}
             record.pop("row")
         logged.extend(batch)
         write_jsonl(completions_path, logged)
 
-    rewards = ChannelRewards(evaluate, incumbent, cfg.dead_band, on_batch)
+    rewards = ChannelRewards(evaluate, incumbent, cfg.dead_band, on_batch, cfg.num_generations)
     rows = prompt_rows(tasks, bank, cfg.k_references, cfg.format, cfg.code_references)
     nearest = {r["task_id"]: r.pop("nearest") for r in rows}        # files stay out of TRL's dataset
     rows = generation_rows(rows, cfg)
@@ -263,10 +275,23 @@ def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
         "candidates": len(logged), "valid": sum(r["channels"]["valid"] == 1.0 for r in logged),
         "gated_in": sum(bool(r["gate"]) for r in logged),
         "entered_frontier": sum(bool((r.get("bank") or {}).get("entered_frontier")) for r in logged),
+        "advanced_frontier": sum(bool((r.get("advances") or {}).get("advances")) for r in logged),
         "evaluations_in_bank": bank_size, "frontier_size": len(frontier),
+        "frontier_before": len(frontier_before), "frontier_after": len(frontier),
+        "frontier_kept": len(set(frontier) & set(frontier_before)),
+        "groups": signal_share([r["channels"] for r in logged], cfg.num_generations),
         "cache": {"hits": evaluator.hits, "misses": evaluator.misses}}
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _frontier(path: str | None) -> list[str]:
+    """The frontier of the bank file Stage III starts from ([] for a fresh B0: its seeds have no evaluation)."""
+    if not path:
+        return []
+    from jitlab.jit.bank import Bank
+    with Bank(path, readonly=True) as bank:
+        return bank.frontier()
 
 
 def policy_chain(cfg, example: str) -> tuple[str, list]:
@@ -277,6 +302,16 @@ def policy_chain(cfg, example: str) -> tuple[str, list]:
     if not is_adapter_dir(cfg.policy):
         raise ConfigError(f"--policy {cfg.policy}: not an adapter folder (no adapter_config.json); pass {example}")
     return adapter_chain(cfg.policy)
+
+
+def grpo_batching(cfg) -> dict:
+    """GRPOConfig's batch fields for ``cfg.grad_accum`` groups of ``cfg.num_generations`` per optimizer step, the loss
+    computed ``cfg.micro_batch`` completions at a time (default: a whole group): TRL generates the whole batch at once
+    (``steps_per_generation`` = the accumulation steps) and accumulates the gradient over its micro-batches, so the
+    update is the same and the peak memory of the forward and backward scales with the micro-batch."""
+    micro = cfg.micro_batch or cfg.num_generations
+    return {"per_device_train_batch_size": micro,
+            "gradient_accumulation_steps": cfg.grad_accum * cfg.num_generations // micro}
 
 
 def grpo_trainer(cfg, folder: Path, rows: list[dict], reward_funcs: list, base: str, **grpo_args):
@@ -294,7 +329,7 @@ def grpo_trainer(cfg, folder: Path, rows: list[dict], reward_funcs: list, base: 
         tokenizer, model = load_base(base)
     args = common.training_arguments(cfg, folder, cfg.steps, 1.0, cfg.learning_rate)
     args.pop("max_length")
-    args.update(per_device_train_batch_size=cfg.num_generations, num_generations=cfg.num_generations,
+    args.update(**grpo_batching(cfg), num_generations=cfg.num_generations,
                 max_completion_length=cfg.max_completion_length, temperature=cfg.temperature, beta=cfg.beta,
                 num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, log_completions=False, **grpo_args)
     return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=GRPOConfig(**args),

@@ -352,3 +352,20 @@ def test_the_paired_frontier_rule_removes_a_member_only_on_a_significant_paired_
     plain.update(a2, [_ev(t, 0.0, cost=1.0) for t in tasks])
     r = plain.update(e2, [_ev(t, 1.0, cost=0.5) for t in tasks[:2]])
     assert r["rule"] == "dominance" and r["removed"] == [a2] and plain.frontier() == [e2]
+
+
+def test_advances_asks_the_update_rule_without_writing(tmp_path):
+    from jitlab.jit.bank import Bank, Evaluation
+    bank = Bank.create(tmp_path / "b.sqlite", seeds=False)
+    inc = bank.add(_files("inc"), generator="seed")
+    bank.update(inc, [Evaluation("t1", True, suite="s", family="f", reward=0.5, cost=0.1, latency=1.0)])
+    cand = bank.add(_files("cand"), generator="x")
+    tie = Evaluation("t1", True, suite="s", family="f", reward=0.5, cost=0.2, latency=1.0)      # as good, costlier
+    better = Evaluation("t1", True, suite="s", family="f", reward=1.0, cost=0.2, latency=1.0)
+    steps = len(bank.frontier_history())
+    assert bank.advances(cand, [tie]) == {"advances": False, "dominated_by": [inc], "on_frontier": False}
+    assert bank.advances(cand, [better])["advances"] and bank.advances("f" * 64, [better])["advances"]
+    assert bank.advances(inc, [])["on_frontier"] and not bank.advances(inc, [])["advances"]
+    assert len(bank.frontier_history()) == steps and not bank.evaluations(cand)                # nothing written
+    assert bank.update(cand, [better])["entered_frontier"]                                    # the same verdict
+    bank.close()

@@ -87,3 +87,57 @@ def test_each_channel_is_normalised_on_its_own(tmp_path):
     # the contrast: TRL's default sums first, so the wider channel swamps the others and the advantages change
     assert _advantages(group, tmp_path / "c", aggregation=summed)[0] != pytest.approx(
         _advantages(wide, tmp_path / "d", wide_inc, aggregation=summed)[0], abs=1e-2)
+
+
+def test_signal_share_counts_the_groups_whose_advantage_is_not_zero(tmp_path):
+    from jitlab.train.evo import signal_share
+    assert signal_share([1.0, 1.0, -1.0, 0.5, 0.0, 0.0], 2) == {"groups": 3, "nonzero": 1, "share": 1 / 3}
+    assert signal_share([1.0], 2)["share"] is None                                     # no complete group
+    gated = [{"task_delta": 0.0, "latency_gain": 0.3}, {"task_delta": 0.0, "latency_gain": None}]
+    assert signal_share(gated, 2)["nonzero"] == 0           # one gated-in value: TRL's nanstd is NaN, advantage 0
+    cheaper = [{"task_delta": 0.0, "latency_gain": 0.3}, {"task_delta": 0.0, "latency_gain": 0.1}]
+    assert signal_share(cheaper, 2)["nonzero"] == 1
+    # against TRL's own advantages: a group of four invalid candidates trains on nothing, a mixed one does
+    flat, _ = _advantages([Outcome(False)] * 4, tmp_path / "flat")
+    mixed = [Outcome(True, reward=0.5, latency=50, cost=0.5), Outcome(False), Outcome(False), Outcome(False)]
+    moving, _ = _advantages(mixed, tmp_path / "mixed")
+    assert all(a == 0 for a in flat) and any(a != 0 for a in moving)
+    assert signal_share([channels(o, INC) for o in [Outcome(False)] * 4], 4)["share"] == 0.0
+    assert signal_share([channels(o, INC) for o in mixed], 4)["share"] == 1.0
+
+
+def _grpo_step(tmp_path, micro_batch):
+    """One GRPO step of the tiny policy on a group of 4 with ``grpo_batching``'s fields, plain SGD (lr 1, so the
+    weights move by minus the accumulated gradient) and a test-double reward that differs within the group; returns
+    (weight change per parameter, the largest batch that went through a forward with gradients)."""
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from jitlab.train.config import EngineerGRPOConfig
+    from jitlab.train.stage3 import grpo_batching
+    tokenizer, model = _tiny_policy()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    sizes = []
+    model.register_forward_hook(lambda m, args, kwargs, out: sizes.append(kwargs["input_ids"].shape[0])
+                                if torch.is_grad_enabled() else None, with_kwargs=True)
+    cfg = EngineerGRPOConfig(data="unused", num_generations=4, grad_accum=1, micro_batch=micro_batch)
+    args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, num_generations=4, max_completion_length=4,
+                      report_to="none", bf16=False, activation_checkpointing=False, use_cpu=True, logging_steps=1,
+                      save_strategy="no", disable_tqdm=True, seed=0, **grpo_batching(cfg))
+    trainer = GRPOTrainer(model=model, reward_funcs=[lambda prompts, completions, **kw: [float(i) for i in
+                                                                                      range(len(completions))]],
+                          args=args, train_dataset=Dataset.from_list([{"prompt": "w3 w4 w5"}]),
+                          processing_class=tokenizer, optimizers=(torch.optim.SGD(model.parameters(), lr=1.0), None))
+    trainer.train()
+    return {n: p.detach() - before[n] for n, p in model.named_parameters()}, max(sizes)
+
+
+def test_a_micro_batched_grpo_step_accumulates_to_the_whole_groups_update(tmp_path):
+    pytest.importorskip("trl")
+    whole, whole_batch = _grpo_step(tmp_path / "whole", None)
+    micro, micro_batch = _grpo_step(tmp_path / "micro", 1)
+    assert whole_batch == 4 and micro_batch == 1          # the loss forward holds the micro-batch, not the group
+    assert max(float(d.abs().max()) for d in micro.values()) > 1e-4          # the weights moved
+    for name, delta in whole.items():                     # and by the same update as the whole group's
+        assert micro[name].numpy() == pytest.approx(delta.numpy(), abs=1e-6, rel=1e-3), name

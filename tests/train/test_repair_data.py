@@ -2,11 +2,13 @@
 a scripted smoke backbone: a test double), the fix is the original file, prompts are the generators' own repair
 prompts, held-out seeds/operators are split off."""
 import json
+import re
 
 import pytest
 
 from jitlab.errors import ConfigError
 from jitlab.harness import read_files, seed_bank_dir
+from jitlab.jit.generate import format_blocks
 from jitlab.jit.generate.plan import check_plan, plan_of
 from jitlab.train.config import Stage2DataConfig
 from jitlab.train.faults import CODE_FAULTS, PLAN_FAULTS, inject, inject_plan
@@ -75,3 +77,61 @@ def test_bad_options_are_config_errors(tmp_path):
         build_stage2(Stage2DataConfig(ops=["melt"], suite="toy"), tmp_path / "x")
     with pytest.raises(ConfigError, match="no input named nope"):
         build_stage2(Stage2DataConfig(only=["nope"], suite="toy"), tmp_path / "x")
+
+
+def test_a_thin_repair_prompt_fits_the_embedded_models_context_and_its_reply_restores_the_file(tmp_path):
+    """A real repair prompt: a fault injected into the largest seed, its diagnostic from the sandbox validator, the
+    prompt code:<backbone> sends; counted with the embedded SmolLM2 tokenizer (8,192-token context)."""
+    from jitlab.envs.base import get_suite
+    from jitlab.errors import ModelPackageMissing
+    from jitlab.jit.generate import Candidate, get_generator, parse_blocks
+    from jitlab.jit.repair import RepairConfig, validate_files
+    from jitlab.llm.hf import embedded_gguf_path
+    from jitlab.sandbox import probe
+    from jitlab.train.repair_data import repair_prompt
+    try:
+        gguf = embedded_gguf_path()
+    except ModelPackageMissing as exc:
+        pytest.skip(str(exc))
+    from transformers import AutoTokenizer
+
+    from jitlab.llm.hf.load import materialize_gguf
+    tokenizer = AutoTokenizer.from_pretrained(materialize_gguf(gguf), local_files_only=True)
+
+    def tokens(messages):
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    suite = get_suite("textworld")
+    task = suite.tasks("dev")[0]
+    files = read_files(seed_bank_dir() / "aorchestra")
+    fault = next(f for f in inject(files, ["drop_colon"]))
+    check = validate_files(fault.broken, task, suite, None, RepairConfig(max_rounds=0, smoke_steps=0,
+                           allow_unisolated=not probe()[0]), tmp_path / "v")
+    diag = check.diagnostic
+    assert not check.ok and diag["kind"] == "parse_error" and diag["line"]
+    whole = repair_prompt("code:student", fault.broken, diag, task.public(), repair_view="resolved")
+    thin = repair_prompt("code:student", fault.broken, diag, task.public())
+    assert tokens(whole) > 8192 > tokens(thin)
+    shown = parse_blocks(thin[-1]["content"])
+    assert set(shown) == set(fault.touched)              # the broken file only, the others named
+    (name,) = fault.touched
+    line = int(re.search(r"line (\d+)", thin[-1]["content"]).group(1))
+    assert shown[name].splitlines()[line - 1] == fault.broken[name].splitlines()[diag["line"] - 1]   # moved to match
+    # a reply in the same thin form (the Stage II completion) restores the original file once resolved
+    from jitlab.jit.generate.code import thin_files
+    reply = format_blocks(thin_files(fault.fixed))
+    fixed = get_generator("code:student").repair(Candidate(dict(fault.broken), "code:student"), diag, task.public(),
+                                                 _Answer(reply))
+    assert fixed.files == files
+
+
+class _Answer:
+    """A test double of a backbone: answers ``reply`` to every call."""
+    id = "answer"
+
+    def __init__(self, reply):
+        self.reply = reply
+
+    def chat(self, messages, **params):
+        from jitlab.protocol import Completion
+        return Completion(self.reply)

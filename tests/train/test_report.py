@@ -42,3 +42,25 @@ def test_tables_from_summaries_and_channels(tmp_path):
     (tmp_path / "completions.jsonl").write_text(json.dumps(row) + "\n")
     ch = candidate_channels(tmp_path)
     assert ch.loc[0, "latency_gain"] is None and ch.loc[0, "valid"] and not ch.loc[0, "entered_frontier"]
+
+
+def test_the_closing_table_holds_validity_distinct_plans_streaming_and_the_grpo_signal(tmp_path):
+    from jitlab.train.report import closing_table
+    react = '{"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"}'
+    goal = react.replace('"react"', '"goal"')
+    for policy, replies in (("stage3", [react, f"Sure: {react}", goal]), ("base", ["no plan", "none"])):
+        folder = tmp_path / "validity" / policy
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps({"n": len(replies), "first_try_valid_rate": 0.5}))
+        (folder / "tasks.jsonl").write_text("".join(json.dumps({"reply": r}) + "\n" for r in replies))
+    (tmp_path / "streaming" / "stage3").mkdir(parents=True)
+    (tmp_path / "streaming" / "stage3" / "summary.json").write_text(json.dumps(
+        {"success_rate": 0.3, "tokens_per_task": 1200.0, "n_episodes": 10}))
+    (tmp_path / "stage3").mkdir()
+    (tmp_path / "stage3" / "manifest.json").write_text(json.dumps(
+        {"summary": {"groups": {"groups": 6, "nonzero": 2, "share": 1 / 3}}}))
+    table = closing_table(tmp_path).set_index("policy")
+    assert list(table.index) == ["base", "stage3"]                     # the untrained policy first
+    assert table.loc["stage3", "distinct_plans"] == 2 and table.loc["stage3", "n_validity"] == 3
+    assert table.loc["stage3", "success_rate"] == 0.3 and table.loc["stage3", "grpo_nonzero_advantage_share"] == 1 / 3
+    assert table["distinct_plans"].isna()["base"] and table["grpo_groups"].isna()["base"]

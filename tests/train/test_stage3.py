@@ -79,3 +79,20 @@ def test_code_completions_are_parsed_completed_from_the_nearest_reference_and_ru
     assert not junk.valid and junk.meta["kind"] == "parse_error"
     broken = ev.plan(format_blocks({"memory.py": "def broken(:\n"}), task, nearest=react)
     assert broken.meta["parsed"] and not broken.valid and broken.meta["kind"] == "parse_error"   # the sandbox: a SyntaxError
+
+
+def test_micro_batch_must_split_the_group_and_sets_trls_batch_fields():
+    from trl import GRPOConfig
+
+    from jitlab.train.config import EngineerGRPOConfig
+    from jitlab.train.stage3 import grpo_batching
+    with pytest.raises(ConfigError, match="--micro-batch 3 does not divide --num-generations 4"):
+        Stage3Config(num_generations=4, micro_batch=3)
+    with pytest.raises(ConfigError, match="does not divide"):
+        EngineerGRPOConfig(data="d", num_generations=8, micro_batch=3)
+    for micro in (None, 2, 1):
+        cfg = Stage3Config(num_generations=4, grad_accum=3, micro_batch=micro)
+        args = GRPOConfig(output_dir="unused", num_generations=4, use_cpu=True, bf16=False, report_to="none",
+                          **grpo_batching(cfg))
+        assert args.per_device_train_batch_size == (micro or 4)
+        assert args.generation_batch_size == 12                    # the same 3 groups per optimizer step

@@ -39,4 +39,9 @@ def test_one_grpo_step_on_the_toy_suite(tmp_path):
     assert any(e["run_dir"] == "train/stage3" for e in bank.evaluations())   # the incumbent's evaluation at least
     bank.close()
     assert manifest["summary"]["candidates"] == 2
+    groups = manifest["summary"]["groups"]         # one group of 2: its share is 0 or 1, what its channels say
+    assert groups["groups"] == 1 and groups["share"] == float(any(
+        len({r["channels"][k] for r in rows if r["channels"][k] is not None}) > 1 for k in rows[0]["channels"]))
+    assert manifest["summary"]["frontier_before"] == 0 and all(r["group"] == 0 for r in rows)
+    assert all(r["bank"] is None or r["advances"]["advances"] for r in rows)   # only frontier-advancing ones added
     assert get_backbone(f"hf:{out / 'adapter'}").id

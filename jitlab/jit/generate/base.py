@@ -41,6 +41,7 @@ __all__ = [
     "prompt_hash",
     "render",
     "resolved",
+    "sampling",
 ]
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -52,6 +53,16 @@ GENERATORS: dict[str, str] = {
     "code": "jitlab.jit.generate.code:make_generator",
     "plan": "jitlab.jit.generate.plan:make_generator",
 }
+
+
+def sampling(task: dict, index: int, temperature: float) -> dict:
+    """The decoding parameters of candidate ``index`` for ``task``: none for candidate 0 (greedy), else
+    ``temperature`` and a seed of the task's text and the index, so N candidates are N distinct, reproducible samples
+    and two tasks do not share one sample sequence (the seed reads the description, never the task id)."""
+    if index <= 0:
+        return {}
+    digest = hashlib.sha256(f"{task.get('description', '')}\n{index}".encode()).hexdigest()
+    return {"temperature": temperature, "seed": int(digest[:8], 16)}
 
 
 @dataclass

@@ -10,11 +10,17 @@ public description and tool registry, and K references from the bank (their desc
 first ``code_references`` also with their files as ``<file name=...>`` blocks). The reply is read
 with ``parse_blocks`` (one tagged block per file, the last one wins). Files the reply lacks are
 taken from the nearest reference, and ``description.yaml``'s lineage says which, so a partial reply
-can still be validated (and repaired). Candidate ``i > 0`` samples (temperature, seed ``i``).
+can still be validated (and repaired). Candidate ``i > 0`` samples (temperature, a seed of the task and ``i``:
+``base.sampling``).
 
-``repair`` shows the broken files and the diagnostic (``code_repair.j2``); files missing from the
-reply stay as they were. References and the broken files are shown as resolved source (the library code
-they use written out), so the backbone reads real code, not import lines.
+``repair`` shows the diagnostic and the broken file (``code_repair.j2``; ``repair_view``: thin by default), not the
+whole harness: the file the diagnostic names (or whose class its traceback's innermost harness or library frame is
+in), the other files by name only; with no file to point at, every module file. Module files are shown thin (the
+library code they inline left out, imported instead: ``jitlab.resolve.thin_file``), the diagnostic's line moved to
+match. That keeps a repair prompt within a 135M model's 8,192-token context (the whole resolved harness made it
+7.9-10.6k tokens). ``repair_view: resolved`` shows every file resolved, as before. Files missing from the reply stay
+as they were. References are shown as resolved source (the library code they use written out), so the backbone
+reads real code, not import lines.
 
 Caveats: a 135M backbone rarely writes a parseable block; its candidates then fall back to the nearest
 reference entirely, which ``meta["parsed_files"]`` and ``meta["fallback_files"]`` make visible.
@@ -25,10 +31,12 @@ backend keeps a prompt's last tokens when it is longer than the context.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import yaml
 
-from jitlab.harness import HARNESS_FILES
+from jitlab.fields import check_fields
+from jitlab.harness import HARNESS_FILES, OPTIONAL_FILES
 from jitlab.jit.generate.base import (
     Candidate,
     Reference,
@@ -36,10 +44,11 @@ from jitlab.jit.generate.base import (
     prompt_hash,
     render,
     resolved,
+    sampling,
 )
 from jitlab.jit.generate.blocks import format_blocks, parse_blocks
 
-__all__ = ["CodeConfig", "CodeGenerator", "complete_files", "make_generator"]
+__all__ = ["CodeConfig", "CodeGenerator", "complete_files", "make_generator", "repair_view", "thin_files"]
 
 
 @dataclass
@@ -51,6 +60,12 @@ class CodeConfig:
     repair_max_new_tokens: int = field(default=800, metadata={"help": "tokens the backbone may write per repair"})
     temperature: float = field(default=0.8, metadata={"help": "sampling temperature of candidates after the first"})
     list_library: bool = field(default=True, metadata={"help": "list the module library in the prompt"})
+    repair_view: str = field(default="thin", metadata={
+        "help": "what a repair prompt shows: thin (the broken file and the diagnostic; fits an 8k context) or "
+                "resolved (every file with its library code written out)", "choices": ["thin", "resolved"]})
+
+    def __post_init__(self):
+        check_fields(self)
 
 
 class CodeGenerator:
@@ -71,16 +86,11 @@ class CodeGenerator:
         return [{"role": "system", "content": self._system()},
                 {"role": "user", "content": render("code_user.j2", task=task, references=refs)}]
 
-    def _params(self, index: int, max_new: int) -> dict:
-        params = {"max_new_tokens": max_new}
-        if index > 0:
-            params.update(temperature=self.config.temperature, seed=index)
-        return params
-
     def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate:
         llm = llm or self.llm
         messages = self.messages(task, references)
-        reply = llm.chat(messages, **self._params(index, self.config.max_new_tokens)).text
+        reply = llm.chat(messages, max_new_tokens=self.config.max_new_tokens,
+                         **sampling(task, index, self.config.temperature)).text
         parsed = parse_blocks(reply)
         nearest = references[0] if references else None
         files, fallback = _complete(parsed, nearest)
@@ -91,16 +101,46 @@ class CodeGenerator:
 
     def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate:
         llm = llm or self.llm
+        if self.config.repair_view == "resolved":
+            shown, others, diagnostic = resolved(candidate.files), [], _diag(diagnostic)
+        else:
+            shown, others, diagnostic = repair_view(candidate.files, diagnostic)
         messages = [{"role": "system", "content": self._system()},
-                    {"role": "user", "content": render("code_repair.j2", task=task,
-                                                       files=format_blocks(resolved(candidate.files)),
-                                                       diagnostic=_diag(diagnostic))}]
+                    {"role": "user", "content": render("code_repair.j2", task=task, files=format_blocks(shown),
+                                                       others=others, diagnostic=diagnostic)}]
         reply = llm.chat(messages, max_new_tokens=self.config.repair_max_new_tokens).text
         parsed = parse_blocks(reply)
         files = {**candidate.files, **parsed}
         meta = {**{k: v for k, v in candidate.meta.items() if k != "reply"}, "repair_round": round,
                 "repair_parsed_files": sorted(parsed), "reply": reply}
         return Candidate(files, self.name, candidate.index, list(candidate.parents), prompt_hash(messages), None, meta)
+
+
+def repair_view(files: dict[str, str], diagnostic: dict) -> tuple[dict[str, str], list[str], dict]:
+    """(the files a thin repair prompt shows, the names of the others, the diagnostic as shown): the harness file the
+    diagnostic names, else the role file its traceback points at (``library.role_of_file``); with neither, every
+    module file. Module files are shown thin (``jitlab.resolve.thin_file``: the library code they inline left out,
+    imported instead) and the diagnostic's line is moved to match (dropped when it fell in the library code). A named
+    file the harness lacks (deleted) is not shown; the diagnostic says it is missing."""
+    from jitlab.jit.generate.library import SPACE, role_of_file
+    from jitlab.resolve import thin_file
+    diagnostic = _diag(diagnostic)
+    name = Path(diagnostic.get("file") or "").name
+    if name not in {*HARNESS_FILES, *OPTIONAL_FILES, *files}:
+        role = role_of_file(diagnostic.get("file"), diagnostic.get("traceback") or "")
+        name = SPACE[role][0] if role in SPACE else ("prompt.yaml" if role == "prompt" else "")
+    picked = [name] if name else [f for f in files if f.endswith(".py")]
+    shown = thin_files({f: files[f] for f in picked if f in files})
+    if name.endswith(".py") and name in files:
+        diagnostic["line"] = thin_file(files[name], diagnostic.get("line"))[1]
+    return shown, sorted(f for f in files if f not in shown), diagnostic
+
+
+def thin_files(files: dict[str, str]) -> dict[str, str]:
+    """``files`` with each module file in thin form (``jitlab.resolve.thin_file``): what a thin repair prompt shows
+    and what a repair reply may be (a candidate resolves its files again, so a thin reply restores the whole file)."""
+    from jitlab.resolve import thin_file
+    return {f: thin_file(t)[0] if f.endswith(".py") else t for f, t in files.items()}
 
 
 def _diag(diagnostic: dict) -> dict:

@@ -20,7 +20,8 @@ dataclass fields (int, float, bool, str) with their defaults and help.
 Couplings: library modules talk through ``ctx.state`` (a fold directive, a sub-agent's status...),
 so some only work with a partner. They are read from the seed bank and the case studies
 (``seed_bank/case_studies/``): when every harness there that uses a non-basic option X also uses the same
-non-basic option Y in another role, X requires Y.
+non-basic option Y in another role, X requires Y. ``couplings()`` says them (and the fits' tool needs and
+partners, below) in one line each, what the plan prompt shows so a plan generator need not learn them from refusals.
 
 ``modules_of`` reads the library class each role's class derives from, also when the file is more than a thin
 subclass (a code generator's own methods); ``case_study_mechanisms`` names, per option of
@@ -68,6 +69,7 @@ __all__ = [
     "case_study_mechanisms",
     "catalogue",
     "choices_of",
+    "couplings",
     "fit",
     "library_class",
     "modules_of",
@@ -429,6 +431,48 @@ def requirements() -> dict[str, dict[str, str]]:
             if partner and partner not in basic and all(s.get(mine) == path for s in uses.get(partner, [])):
                 out.setdefault(path, {})[role] = partner
     return out
+
+
+@lru_cache(maxsize=1)
+def couplings() -> tuple[str, ...]:
+    """The couplings in words, one line each, for a generator's prompt: each group of options that only work together
+    (:func:`requirements`, closed over partners), then each option of ``FITS`` that needs tools or prefers partners.
+
+        "IsolatedContextMemory (M) + RecursiveDAGPlanner (P) + RecursiveExecution (A): only together"
+        "SqlAction (A) needs the tools execute_sql, commit_answer"
+        "LikelihoodAction (A) works best with P GroundedPlanner, MapPlanner or EgocentricPlanner"
+    """
+    def named(path: str) -> str:
+        opt = next((o for o in (option(path, r) for r in SPACE) if o is not None), None)
+        return f"{opt.cls} ({opt.role})" if opt else path.rpartition(":")[2]
+
+    order = {o.path: i for i, o in enumerate(o for role in SPACE for o in catalogue()[role])}
+    lines, seen = [], set()
+    for path in sorted(requirements(), key=lambda p: order.get(p, len(order))):
+        group, todo = set(), [path]
+        while todo:                                  # the options a choice pulls in, and theirs
+            p = todo.pop()
+            if p not in group:
+                group.add(p)
+                todo += requirements().get(p, {}).values()
+        key = frozenset(group)
+        if key not in seen:
+            seen.add(key)
+            lines.append(" + ".join(named(p) for p in sorted(group, key=lambda p: order.get(p, len(order))))
+                         + ": only together")
+    paired = set()                                   # a preference stated one way is not repeated the other way
+    for path, spec in FITS.items():
+        if option(path) is None:
+            continue
+        if spec.tools:
+            lines.append(f"{named(path)} needs the tools {', '.join(spec.tools)}")
+        for role, partners in spec.partners.items():
+            names = [option(p).cls for p in partners if option(p) and frozenset((path, p)) not in paired]
+            paired |= {frozenset((path, p)) for p in partners}
+            if names:
+                alternatives = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+                lines.append(f"{named(path)} works best with {role} {alternatives}")
+    return tuple(lines)
 
 
 @lru_cache(maxsize=1)

@@ -13,6 +13,9 @@ prompt, ``seed:<name>``; baselines such as ``random`` offer none) and, optionall
 fields. It is 45-75 tokens, against the 3.5k-token prompt and ~500-token reply of ``code:``, which is what a 135M
 model can learn to write (issue 12; the meta-agent is trained on this format by :mod:`jitlab.train`).
 ``render_files`` turns it into the same five files compose writes, so a plan that checks out always compiles.
+The prompt states the couplings (``library.couplings``), so the generator can avoid a plan the checker refuses.
+Candidate 0 is greedy; candidate ``i > 0`` is a sample (``temperature``, a seed of the task's text and ``i``:
+``base.sampling``), so static JIT's N candidates differ where greedy decoding would give one plan N times.
 
 A reply that holds no JSON object, or a plan naming an unknown module, parameter or prompt, or breaking a coupling
 (:func:`jitlab.jit.generate.library.requirements`), is not rendered: the candidate keeps the nearest reference's
@@ -38,6 +41,7 @@ from jitlab.jit.generate.base import (
     describe_files,
     prompt_hash,
     render,
+    sampling,
 )
 from jitlab.jit.generate.library import (
     NO_HOOKS,
@@ -45,6 +49,7 @@ from jitlab.jit.generate.library import (
     Choice,
     catalogue,
     choices_of,
+    couplings,
     option,
     prompt_variants,
     render_files,
@@ -214,14 +219,16 @@ def plan_files(plan: dict, generator: str = "plan", name: str | None = None) -> 
 
 
 def plan_messages(task: dict, references: list[Reference]) -> list[dict]:
-    """The plan prompt (one user message): task, the options per role by name, and the references' plans."""
+    """The plan prompt (one user message): task, the options per role by name, their couplings (which options only
+    work together, which need tools or prefer partners: :func:`jitlab.jit.generate.library.couplings`) and the
+    references' plans."""
     refs = []
     for r in references:
         plan = plan_of(r.files)
         if plan is not None:
             refs.append({"name": r.name, "plan": plan_text(plan), "reward": r.mean_reward if r.evaluated else None})
     options = {role: [o.cls for o in catalogue()[role]] for role in (*ROLES, "H")}
-    return [{"role": "user", "content": render("plan_user.j2", task=task, options=options,
+    return [{"role": "user", "content": render("plan_user.j2", task=task, options=options, couplings=couplings(),
                                                prompts=list(prompt_options()), references=refs)}]
 
 
@@ -237,9 +244,7 @@ class PlanGenerator:
     def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate:
         llm = llm or self.llm
         messages = self.messages(task, references)
-        params = {"max_new_tokens": self.config.max_new_tokens}
-        if index > 0:
-            params.update(temperature=self.config.temperature, seed=index)
+        params = {"max_new_tokens": self.config.max_new_tokens, **sampling(task, index, self.config.temperature)}
         reply = llm.chat(messages, **params).text
         nearest = references[0] if references else None
         try:

@@ -1,6 +1,8 @@
 """Code generator: prompt holds protocol/task/references, tagged blocks parsed, fallback to the nearest reference."""
+import pytest
 import yaml
 
+from jitlab.errors import ConfigError
 from jitlab.harness import HARNESS_FILES
 from jitlab.jit.generate import get_generator
 from jitlab.llm.scripted import ScriptedBackbone
@@ -51,14 +53,31 @@ def test_repair_keeps_files_the_reply_leaves_out(toy_task, references, handle):
 
 
 def test_references_and_repair_prompts_show_resolved_source(toy_task, references, handle):
-    """A reference or broken candidate that subclasses the library is shown with that library code written out."""
+    """A reference or broken candidate that subclasses the library is shown with that library code written out (a
+    repair prompt under ``repair_view: resolved``; the default thin view: next test)."""
     thin = {**references[0].files, "action.py": ACTION}
     ref = type(references[0])(references[0].sha, references[0].name, references[0].description, thin)
     _, user = get_generator("code:scripted:x").messages(toy_task.public(), [ref])
     assert "from jitlab.modules" not in user["content"] and "def parse_react" in user["content"]
     seen = []
     llm = handle(ScriptedBackbone(lambda m: seen.append(m) or "no blocks", name="fixer"))
-    gen = get_generator("code:scripted:x", llm)
+    gen = get_generator("code:scripted:x", llm, repair_view="resolved")
     cand = gen.generate(toy_task.public(), [ref], llm)
     gen.repair(cand, {"kind": "runtime_error", "message": "boom"}, toy_task.public(), llm)
     assert "from jitlab.modules" not in seen[-1][-1]["content"] and "def parse_react" in seen[-1][-1]["content"]
+
+
+def test_a_thin_repair_prompt_shows_the_broken_file_without_its_library_code(toy_task, references, handle):
+    seen = []
+    llm = handle(ScriptedBackbone(lambda m: seen.append(m) or "no blocks", name="fixer"))
+    gen = get_generator("code:scripted:x", llm)
+    cand = gen.generate(toy_task.public(), references, llm)
+    assert "# library: jitlab.modules" in cand.files["action.py"]                 # stored resolved
+    trace = 'Traceback (most recent call last):\n  File "action.py", line 3, in act\nKeyError: \'x\'\n'
+    gen.repair(cand, {"kind": "runtime_error", "message": "boom", "traceback": trace}, toy_task.public(), llm)
+    prompt = seen[-1][-1]["content"]
+    assert '<file name="action.py">' in prompt and '<file name="memory.py">' not in prompt   # the file the trace names
+    assert "from jitlab.modules." in prompt and "# library: " not in prompt         # imported, not written out
+    assert "memory.py" in prompt.split("not shown")[0].rsplit("\n", 1)[-1]               # the others by name
+    with pytest.raises(ConfigError, match="--repair-view must be thin or resolved"):
+        get_generator("code:scripted:x", repair_view="all")

@@ -135,3 +135,48 @@ def test_streaming_jit_runs_the_harness_a_plan_generator_planned(tmp_path):
         assert extra["harness_generator"] == cfg.generator and extra["repair_rounds"] == 0
         files = read_files(out / extra["harness_dir"])
         assert plan_of(files) == GOOD
+
+
+def test_the_plan_prompt_states_the_couplings_the_checker_enforces(toy_task):
+    from jitlab.jit.generate.library import couplings, requirements
+    from jitlab.jit.generate.plan import plan_messages
+    prompt = plan_messages(toy_task.public(), [])[0]["content"]
+    assert "IsolatedContextMemory (M) + RecursiveDAGPlanner (P) + RecursiveExecution (A): only together" in prompt
+    assert "SqlAction (A) needs the tools execute_sql, commit_answer" in prompt
+    assert "LikelihoodAction (A) works best with P GroundedPlanner" in prompt
+    together = [line for line in couplings() if line.endswith("only together")]
+    for path, needs in requirements().items():       # every hard coupling is stated, each group once
+        names = [p.rpartition(":")[2] for p in (path, *needs.values())]
+        assert sum(all(f"{n} (" in line for n in names) for line in together) == 1, path
+    with pytest.raises(PlanError, match="only works with RecursiveExecution as A"):
+        check_plan({**GOOD, "M": "IsolatedContextMemory", "P": "RecursiveDAGPlanner", "params": {}})
+
+
+class _Recording:
+    """A test double of a backbone: answers GOOD and keeps the decoding parameters of each call."""
+    id = "recording"
+
+    def __init__(self):
+        self.params = []
+
+    def chat(self, messages, **params):
+        from jitlab.protocol import Completion
+        self.params.append(params)
+        return Completion(json.dumps(GOOD))
+
+
+def test_candidates_after_the_first_are_samples_seeded_by_task_and_index(handle):
+    tasks = [{"description": "Open the red door.", "tools": []}, {"description": "Count the rows.", "tools": []}]
+    backbone = _Recording()
+    llm = handle(backbone)
+    gen = get_generator("plan:recording", llm, temperature=0.7)
+    for task in tasks:
+        for i in range(3):
+            gen.generate(task, [], llm, index=i)
+    first, *rest = backbone.params[:3]
+    assert "temperature" not in first and "seed" not in first          # candidate 0: greedy
+    assert all(p["temperature"] == 0.7 for p in rest)
+    seeds = [p["seed"] for p in backbone.params if "seed" in p]
+    assert len(set(seeds)) == 4                                         # per task and index: no two alike
+    gen.generate(tasks[0], [], llm, index=1)
+    assert backbone.params[-1]["seed"] == backbone.params[1]["seed"]    # reproducible
