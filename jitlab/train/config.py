@@ -75,9 +75,10 @@ class Stage1DataConfig:
         check_format(self.format)
         if self.code_form not in ("resolved", "thin"):
             raise ConfigError(f"--code-form must be resolved or thin, got {self.code_form!r}")
-        if "test" in self.splits:
-            raise ConfigError("--splits must not include 'test': the meta-agent is trained on dev (or train) "
-                              "tasks only and evaluated on test")
+        held = [s for s in ("test", "holdout") if s in self.splits]
+        if held:
+            raise ConfigError(f"--splits must not include {held[0]!r}: the meta-agent is trained on dev (or train) "
+                              "tasks only and evaluated on test and holdout")
 
 
 @dataclass

@@ -260,7 +260,6 @@ def class_counts(tasks):
     missing count nowhere."""
     import pandas as pd
 
-    from jitlab.jit.generate.library import SPACE
     known = tasks[tasks[list(SPACE)].notna().any(axis=1)]
     rows = []
     for role in SPACE:

@@ -85,3 +85,5 @@ def test_cli_reports_input_errors_in_one_line(tmp_path, capsys):
     assert "must not include 'test'" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="must not include 'test'"):
         Stage1DataConfig(splits=["test"])
+    with pytest.raises(ConfigError, match="must not include 'holdout'"):
+        Stage1DataConfig(splits=["dev", "holdout"])
