@@ -21,6 +21,10 @@ import json
 import re
 from pathlib import Path
 
+from jitlab.errors import JitlabError
+from jitlab.harness import harness_sha, read_files, resolve
+from jitlab.store import load
+
 __all__ = ["CARD_NAME", "compute_card", "format_card", "read_card", "task_list_hash"]
 
 CARD_NAME = "card.json"
@@ -34,8 +38,6 @@ def task_list_hash(task_ids) -> str:
 
 def _fixed_harness(name: str, shas: list[str]) -> dict:
     """Modules (description.yaml's M/P/F/A labels) and hooks of a fixed harness whose folder still has the run's sha."""
-    from jitlab.errors import JitlabError
-    from jitlab.harness import harness_sha, read_files, resolve
     try:
         folder = resolve(name)
         files = read_files(folder)
@@ -103,7 +105,6 @@ def read_card(run_dir: str | Path) -> dict:
     path = Path(run_dir) / CARD_NAME
     if path.is_file():
         return {**json.loads(path.read_text()), "card_from": f"{CARD_NAME} written by jitlab export"}
-    from jitlab.store import load
     return compute_card(load(run_dir))
 
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from jitlab.compliance import step_record
 from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
 from jitlab.fields import check_fields
+from jitlab.llm.cache import cache_key
 from jitlab.protocol import (
     Agent,
     Completion,
@@ -131,7 +132,6 @@ class LLMHandle:
             raise BudgetExceeded(f"token budget {self.budget.max_tokens} spent")
         self.chat_calls += 1
         messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
-        from jitlab.llm.cache import cache_key
         key = cache_key(self.backbone.id, messages, params, self.seed)
         completion = self.cache.get(key) if self.cache else None
         if completion is None:
@@ -153,7 +153,6 @@ class LLMHandle:
         if scorer is None:
             raise NotImplementedError(f"backbone {self.backbone.id} has no score()")
         self.score_calls += 1
-        from jitlab.llm.cache import cache_key
         key = cache_key(self.backbone.id, messages, {"score": candidates}, self.seed)
         cached = self.cache.get(key, kind="score") if self.cache else None
         if cached is None:

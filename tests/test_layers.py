@@ -36,7 +36,6 @@ RUNS_STARTERS = {"jitlab.runner", "jitlab.jit.inference", "jitlab.jit.loop", "ji
 
 _LAZY_CLI = "lazy: a command's own modules (jitlab --help imports this file, not them)"
 _LAZY_HELP = "lazy: jitlab --help imports this file (for its config's options); what a run needs comes on first use"
-_PENDING = "pending: hoistable, but other work edits this file now (issue 28)"
 # the files where a jitlab import inside a function is allowed, and why; any other file imports jitlab at its top
 INLINE = {
     "__init__.py": "lazy: the package root re-exports on first use (import jitlab stays fast)",
@@ -49,11 +48,6 @@ INLINE = {
                      "cli/viz.py"], _LAZY_CLI),
     **dict.fromkeys(["batch.py", "jit/config.py", "jit/generate/base.py", "engineer/loop.py", "engineer/table.py",
                      "engineer/transfer.py"], _LAZY_HELP),
-    **dict.fromkeys(["card.py", "runtime.py", "envs/textworld.py", "jit/generate/code.py",
-                     "jit/generate/compose.py", "jit/generate/library.py", "jit/generate/plan.py",
-                     "jit/generate/select.py", "train/common.py", "train/data.py", "train/engineer.py",
-                     "train/evaluate.py", "train/faults.py", "train/pipeline.py", "train/records.py", "train/report.py",
-                     "train/repair_data.py", "train/stage1.py", "train/stage2.py", "train/stage3.py"], _PENDING),
 }
 
 

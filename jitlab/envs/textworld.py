@@ -54,6 +54,7 @@ from typing import ClassVar
 
 from jitlab.envs.base import Score, TaskSpec, check_choice, interleave
 from jitlab.errors import ConfigError, InfraError
+from jitlab.paths import data_dir
 from jitlab.protocol import Agent, Capability, Decision, Observation
 
 __all__ = ["ACT", "LEVELS", "TextWorldConfig", "TextWorldEnv", "TextWorldSuite", "WalkthroughOracle",
@@ -270,7 +271,6 @@ class TextWorldSuite:
     reset_varies = False  # a game is deterministic: every reset seed plays the same episode (jitlab/repeats.py)
 
     def __init__(self, config: TextWorldConfig | None = None):
-        from jitlab.paths import data_dir
         self.config = config or TextWorldConfig()
         root = Path(self.config.data_dir) if self.config.data_dir else data_dir("textworld")
         self.cache = _Cache(root, self.config.generate_timeout_s)

@@ -19,6 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError
+from jitlab.jit.generate import get_generator
+from jitlab.llm.adapters import write_base
 from jitlab.train.records import versions, write_json, write_jsonl
 
 __all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
@@ -39,7 +41,6 @@ def lora_config(cfg):
 def policy_generator(fmt: str, backbone: str = "policy", code_references: int = 1, **config):
     """The ``<fmt>:<backbone>`` generator (``plan`` or ``code``) whose prompt a policy of that format is trained and
     evaluated on (its ``messages(task, references)``), as JIT inference sends it."""
-    from jitlab.jit.generate import get_generator
     extra = {"code_references": code_references} if fmt == "code" else {}
     return get_generator(f"{fmt}:{backbone}", None, **extra, **config)
 
@@ -129,7 +130,6 @@ def train_phase(name: str, out: Path, make_trainer, rows: list[dict], base: str,
     ``make_trainer(folder)`` returns (trainer, examples dropped as too long)."""
     from transformers.trainer_utils import get_last_checkpoint
 
-    from jitlab.llm.adapters import write_base
     folder = out / name
     adapter = folder / "adapter"
     if (adapter / DONE).is_file():

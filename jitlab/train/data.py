@@ -44,7 +44,16 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, HarnessError
+from jitlab.harness import harness_sha, read_files, resolve
+from jitlab.jit.bank import Bank
+from jitlab.jit.generate import references
+from jitlab.jit.generate.base import resolved
+from jitlab.jit.generate.blocks import format_blocks
+from jitlab.jit.generate.plan import plan_files, plan_of, plan_text
+from jitlab.jit.repair import RepairConfig, validate_files
+from jitlab.store import load
 from jitlab.train.common import policy_generator
 from jitlab.train.config import Stage1DataConfig
 from jitlab.train.records import file_sha256, versions, write_json, write_jsonl
@@ -89,7 +98,6 @@ class PlanStats:
 
 
 def _frames_evidence(run_dir: Path) -> tuple[list[Evidence], dict]:
-    from jitlab.store import load
     frames = load(run_dir)
     config = frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}
     suite = str(config.get("suite") or "")
@@ -98,12 +106,9 @@ def _frames_evidence(run_dir: Path) -> tuple[list[Evidence], dict]:
     bank_path = run_dir / "bank.sqlite"
     bank = None
     if bank_path.is_file():  # a JIT run: its candidates are in its own bank
-        from jitlab.jit.bank import Bank
         bank = Bank(bank_path, readonly=True)
     harness = str(config.get("harness") or "")
     if harness and not harness.startswith("jit-") and harness != "oracle":
-        from jitlab.errors import HarnessError
-        from jitlab.harness import harness_sha, read_files, resolve
         try:
             files = read_files(resolve(harness))
             files_by_sha[harness_sha(files)] = files
@@ -130,7 +135,6 @@ def _frames_evidence(run_dir: Path) -> tuple[list[Evidence], dict]:
 
 
 def _bank_evidence(path: Path) -> list[Evidence]:
-    from jitlab.jit.bank import Bank
     if not path.is_file():
         raise ConfigError(f"--bank {path}: no such file")
     bank = Bank(path, readonly=True)
@@ -204,7 +208,6 @@ def pareto_pairs(stats: list[PlanStats], limit: int) -> list[tuple[PlanStats, Pl
 
 def _task_index(suites: set[str]) -> dict[str, tuple]:
     """task id -> (split, TaskSpec) for every split of the given suites."""
-    from jitlab.envs.base import get_suite
     out = {}
     for name in sorted(suites):
         suite = get_suite(name)
@@ -216,9 +219,6 @@ def _task_index(suites: set[str]) -> dict[str, tuple]:
 
 def _validate(plans: dict[str, dict], tasks: dict[str, tuple], cfg: Stage1DataConfig, out: Path) -> dict[str, dict]:
     """{plan text: {"ok": bool, "diagnostic": ...}}, cached in out/validation.json."""
-    from jitlab.envs.base import get_suite
-    from jitlab.jit.generate.plan import plan_files
-    from jitlab.jit.repair import RepairConfig, validate_files
     cache_path = out / "validation.json"
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
     config = RepairConfig(max_rounds=0, smoke_steps=0, allow_unisolated=cfg.allow_unisolated)
@@ -239,9 +239,6 @@ def _message(content: str) -> list[dict]:
 
 def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
     """Write Stage I's SFT examples and preference pairs to ``out`` (see the module docstring); returns the manifest."""
-    from jitlab.jit.bank import Bank
-    from jitlab.jit.generate import references
-    from jitlab.jit.generate.plan import plan_of, plan_text
     if not cfg.runs and not cfg.banks:
         raise ConfigError("no evidence: pass --runs <run dir>... and/or --bank <bank.sqlite>")
     out = Path(out)
@@ -328,9 +325,6 @@ def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
 def _target(cfg: Stage1DataConfig):
     """plan text -> the completion the student learns: the plan itself, or (code format) its harness files as
     ``<file name=...>`` blocks, resolved or thin (``cfg.code_form``)."""
-    from jitlab.jit.generate.base import resolved
-    from jitlab.jit.generate.blocks import format_blocks
-    from jitlab.jit.generate.plan import plan_files
     if cfg.format == "plan":
         return lambda text: text
     if cfg.code_form == "thin":

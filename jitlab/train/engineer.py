@@ -41,11 +41,20 @@ from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
+from jitlab.engineer.loop import EngineerConfig, evaluate_patch, run_batch
+from jitlab.engineer.patches import apply_patch
+from jitlab.engineer.proposer import extract_patch, render_prompt
+from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError
+from jitlab.harness import resolve
+from jitlab.jit.repair import dev_task_for
+from jitlab.llm.hf import load_base
 from jitlab.train import common
 from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import EngineerDataConfig, EngineerGRPOConfig, EngineerSFTConfig
+from jitlab.train.evo import signal_share
 from jitlab.train.records import file_sha256, read_jsonl, write_json, write_jsonl
+from jitlab.train.stage3 import completion_text, generation_rows, grpo_trainer, policy_chain
 
 __all__ = ["PatchEvaluator", "build_engineer_data", "patch_reward", "run_engineer_grpo", "run_engineer_sft"]
 
@@ -71,7 +80,6 @@ def _loop(folder: Path) -> tuple[dict, list[dict]]:
 
 def build_engineer_data(cfg: EngineerDataConfig, out: str | Path) -> dict:
     """Write ``sft.jsonl``, ``packets.jsonl`` and ``manifest.json`` into ``out`` (see the module docstring)."""
-    from jitlab.engineer.proposer import render_prompt
     if not cfg.loops:
         raise ConfigError("no --loops given: pass engineer-loop output folders (--set loops=[runs/eng])")
     out = Path(out)
@@ -148,7 +156,6 @@ def run_engineer_sft(cfg: EngineerSFTConfig, out: str | Path) -> dict:
         from datasets import Dataset
         from trl import SFTConfig, SFTTrainer
 
-        from jitlab.llm.hf import load_base
         tokenizer, model = load_base(cfg.base)
         kept = fitting(tokenizer, rows, cfg.max_length, "engineer sft")
         dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in kept])
@@ -173,11 +180,6 @@ class PatchEvaluator:
     def context(self, packet_id: str) -> tuple:
         """(loop config, base folder, tasks, suite, dev task, reference run summary) of a packet, built once."""
         if packet_id not in self._ctx:
-            from jitlab.engineer.loop import EngineerConfig, run_batch
-            from jitlab.engineer.patches import apply_patch
-            from jitlab.envs.base import get_suite
-            from jitlab.harness import resolve
-            from jitlab.jit.repair import dev_task_for
             p = self.packets[packet_id]
             run = dict(p["run"])
             run["allow_unisolated"] = run.get("allow_unisolated") or self.allow_unisolated
@@ -202,7 +204,6 @@ class PatchEvaluator:
 
     def score(self, packet_id: str, text: str) -> dict:
         """The candidate record (sha, validation, delta, ...) of patch ``text`` on packet ``packet_id``."""
-        from jitlab.engineer.loop import evaluate_patch
         cfg, base, tasks, suite, dev_task, reference = self.context(packet_id)
         record, _ = evaluate_patch(cfg, base, text, tasks, reference, suite, dev_task, self.out,
                                    lambda sha: self.out / "runs" / packet_id / sha[:12])
@@ -213,9 +214,6 @@ def patch_reward(evaluator: PatchEvaluator, invalid_reward: float = -1.0, on_bat
     """The GRPO reward function: each completion's patch (jitlab.engineer.proposer.extract_patch) scored on its row's
     ``packet_id``; Δ when valid, else ``invalid_reward``. ``on_batch(records)`` sees one record per completion; given
     ``group_size`` (the trainer's K), ``nonzero_advantage_share`` of the batch's groups goes to the step's logs."""
-    from jitlab.engineer.proposer import extract_patch
-    from jitlab.train.evo import signal_share
-    from jitlab.train.stage3 import completion_text
 
     def delta(prompts, completions, packet_id, **kwargs):
         records = []
@@ -241,8 +239,6 @@ def patch_reward(evaluator: PatchEvaluator, invalid_reward: float = -1.0, on_bat
 
 def run_engineer_grpo(cfg: EngineerGRPOConfig, out: str | Path) -> dict:
     """GRPO of the engineer into ``out`` (resumable); returns the manifest. Adapter: ``out/adapter``."""
-    from jitlab.train.evo import signal_share
-    from jitlab.train.stage3 import generation_rows, grpo_trainer, policy_chain
     if cfg.threads:
         import torch
         torch.set_num_threads(cfg.threads)

@@ -23,7 +23,15 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from jitlab.envs.base import get_suite
+from jitlab.jit.bank import Bank
+from jitlab.jit.generate import references
+from jitlab.jit.repair import RepairConfig, RepairLog, dev_task_for, validate_and_repair
+from jitlab.llm import get_backbone
+from jitlab.runtime import Budget, LLMHandle
+from jitlab.train.common import policy_generator
 from jitlab.train.records import write_json, write_jsonl
+from jitlab.train.stage2 import _Pinned
 
 __all__ = ["evaluate_generator"]
 
@@ -37,14 +45,6 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
     of the validation smoke episodes; ``format``: ``plan`` or ``code`` (the generator is ``<format>:<backbone>``, with
     ``code_references`` for code); ``concurrency``: tasks evaluated at once (their calls batch in the hf engine; not
     part of the settings). A rerun with the same settings returns the recorded summary."""
-    from jitlab.envs.base import get_suite
-    from jitlab.jit.bank import Bank
-    from jitlab.jit.generate import references
-    from jitlab.jit.repair import RepairConfig, RepairLog, dev_task_for, validate_and_repair
-    from jitlab.llm import get_backbone
-    from jitlab.runtime import Budget, LLMHandle
-    from jitlab.train.common import policy_generator
-    from jitlab.train.stage2 import _Pinned
     out = Path(out)
     settings = {"backbone": backbone, "suite": suite, "split": split, "limit": limit, "rounds": rounds,
                 "max_new_tokens": max_new_tokens, "executor": executor, "smoke_steps": smoke_steps,

@@ -29,7 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from jitlab.jit.generate.library import ROLES, requirements
+from jitlab.jit.generate.library import ROLES, option, requirements
+from jitlab.jit.generate.plan import PlanError, check_plan
 
 __all__ = ["CODE_FAULTS", "PLAN_FAULTS", "Fault", "inject", "inject_plan"]
 
@@ -162,7 +163,6 @@ def _param_type(plan):
 
 
 def _broken_coupling(plan):
-    from jitlab.jit.generate.library import option
     for role in ROLES:
         opt = option(plan[role], role)
         need = requirements().get(opt.path, {}) if opt else {}
@@ -186,7 +186,6 @@ PLAN_FAULTS = {
 def inject_plan(plan: dict, ops=None) -> list[Fault]:
     """Every plan fault of ``ops`` (default: all of PLAN_FAULTS) that applies to ``plan``; ``broken``/``fixed`` hold
     the plans as {"plan": ...}."""
-    from jitlab.jit.generate.plan import PlanError, check_plan
     out = []
     for op in ops or PLAN_FAULTS:
         fn, note = PLAN_FAULTS[op]

@@ -39,7 +39,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError
+from jitlab.experiments import run_grid, seed_harnesses
 from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.jit.inference import JITConfig, run_jit
+from jitlab.runner import RunConfig
 from jitlab.train.config import (
     FORMATS,
     Stage1Config,
@@ -48,8 +51,16 @@ from jitlab.train.config import (
     Stage2DataConfig,
     Stage3Config,
     check_format,
+    load_config,
 )
+from jitlab.train.data import build_stage1
+from jitlab.train.evaluate import evaluate_generator
 from jitlab.train.records import write_json
+from jitlab.train.repair_data import build_stage2
+from jitlab.train.report import EVAL_COLUMNS, pipeline_figures
+from jitlab.train.stage1 import run_stage1
+from jitlab.train.stage2 import evaluate_repair, run_stage2
+from jitlab.train.stage3 import run_stage3
 
 __all__ = ["PIPELINE", "POLICIES", "STEPS", "PipelineConfig", "Step", "check_stages", "code_references",
            "evaluate_policies", "k_references",
@@ -110,7 +121,6 @@ class PipelineConfig:
 def _stage(cls, overrides: dict, wiring: dict, key: str):
     """``cls`` from the pipeline's wiring, then the user's mapping under ``key`` (which wins); unknown keys are
     one-line ConfigErrors naming the key."""
-    from jitlab.train.config import load_config
     try:
         return load_config(cls, None, None, **{**wiring, **overrides})
     except ConfigError as exc:
@@ -162,15 +172,12 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
     result = {}
     for policy, backbone in (policies or policy_backbones(cfg, out)).items():
         if mode == "validity":
-            from jitlab.train.evaluate import evaluate_generator
             result[policy] = evaluate_generator(
                 backbone, out / mode / policy, suite=cfg.suite, split=cfg.eval_split, limit=cfg.eval_limit,
                 rounds=cfg.repair_rounds, max_new_tokens=cfg.eval_max_new_tokens, executor=cfg.executor,
                 smoke_steps=cfg.eval_smoke_steps, allow_unisolated=cfg.allow_unisolated, k_references=k_references(cfg),
                 format=cfg.format, code_references=code_references(cfg), concurrency=cfg.eval_concurrency)
         else:
-            from jitlab.jit.inference import JITConfig, run_jit
-            from jitlab.train.report import EVAL_COLUMNS
             jit = JITConfig(suite=cfg.suite, mode="streaming", generator=f"{cfg.format}:{backbone}", backbone=cfg.executor,
                             split=cfg.eval_split, limit=cfg.eval_limit, out=str(out / mode / policy),
                             **{"allow_unisolated": cfg.allow_unisolated, "quiet": True,
@@ -227,7 +234,6 @@ def _config(name: str, cfg: PipelineConfig, out: Path):
 
 
 def _run_baselines(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    from jitlab.experiments import run_grid, seed_harnesses
     seeds = cfg.seeds or seed_harnesses()
     inputs = {"seeds": seeds, "executor": cfg.executor, "limit": cfg.baseline_limit, **cfg.baseline_options}
     if cfg.runs:
@@ -240,7 +246,6 @@ def _run_baselines(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
 
 
 def _run_data1(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    from jitlab.train.data import build_stage1
     if not cfg.runs:
         _done(out, "baselines")
     data = _config("data1", cfg, out)
@@ -248,26 +253,22 @@ def _run_data1(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
 
 
 def _run_stage1(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    from jitlab.train.stage1 import run_stage1
     s1 = _config("stage1", cfg, out)
     return asdict(s1), _phases(run_stage1(s1, out / "stage1"))
 
 
 def _run_data2(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    from jitlab.train.repair_data import build_stage2
     data = _config("data2", cfg, out)
     return asdict(data), {"counts": build_stage2(data, out / "data2")["counts"]}
 
 
 def _run_stage2(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    from jitlab.train.stage2 import run_stage2
     s2 = _config("stage2", cfg, out)
     manifest = run_stage2(s2, out / "stage2")
     return asdict(s2), {**_phases(manifest), "eval": manifest.get("eval")}
 
 
 def _run_stage3(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    from jitlab.train.stage3 import run_stage3
     s3 = _config("stage3", cfg, out)
     manifest = run_stage3(s3, out / "stage3")
     return asdict(s3), {**_phases(manifest), "summary": manifest["summary"]}
@@ -282,7 +283,6 @@ def _run_streaming(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
 
 
 def _run_figures(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    from jitlab.train.report import pipeline_figures
     return {"steps": sorted(_manifest(out)["steps"])}, {"files": pipeline_figures(out)}
 
 
@@ -329,8 +329,6 @@ def check_stages(cfg: PipelineConfig, out: str | Path) -> None:
     stage's mapping fails at once, naming the stage and the key, instead of hours in."""
     from dataclasses import fields
 
-    from jitlab.jit.inference import JITConfig
-    from jitlab.runner import RunConfig
     out = Path(out)
     for step in PIPELINE:
         if step.stage is not None:
@@ -424,7 +422,6 @@ def read_manifest(folder: str | Path) -> dict:
 def repair_before(cfg: PipelineConfig, out: str | Path) -> dict:
     """Stage II's *before*: the policy Stage II started from (its Stage I adapter, or the base) on the same held-out
     faults with the run's evaluation settings (jitlab.train.stage2.evaluate_repair) -> ``stage2/eval-before/``."""
-    from jitlab.train.stage2 import evaluate_repair
     out = Path(out)
     run = read_manifest(out / "stage2")
     c = run["config"]

@@ -11,6 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from jitlab.errors import StorageError
+
 __all__ = ["file_sha256", "git_sha", "read_jsonl", "versions", "write_json", "write_jsonl"]
 
 _PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tensorboard")
@@ -36,7 +38,6 @@ def write_jsonl(path: str | Path, rows) -> int:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    from jitlab.errors import StorageError
     rows = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():

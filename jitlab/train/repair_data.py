@@ -35,8 +35,17 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError
+from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
+from jitlab.jit.generate import Candidate, format_blocks, get_generator
+from jitlab.jit.generate.base import describe_files
+from jitlab.jit.generate.code import thin_files
+from jitlab.jit.generate.plan import PlanError, check_plan, plan_files, plan_of, plan_text
+from jitlab.jit.repair import RepairConfig, validate_files
+from jitlab.llm.scripted import get_scripted
 from jitlab.protocol import Completion
+from jitlab.runtime import Budget, LLMHandle
 from jitlab.train.config import Stage2DataConfig
 from jitlab.train.faults import CODE_FAULTS, PLAN_FAULTS, inject, inject_plan
 from jitlab.train.records import (
@@ -69,7 +78,6 @@ def repair_prompt(generator: str, files: dict, diagnostic: dict, task: dict, rep
                   **config):
     """The messages ``generator`` (``code:x`` or ``plan:x``, with its ``config`` fields) sends to repair ``files`` with
     ``diagnostic``."""
-    from jitlab.jit.generate import Candidate, get_generator
     recorder = _Recorder(reply)
     get_generator(generator, **config).repair(Candidate(dict(files), generator, meta=dict(meta or {})), diagnostic, task,
                                               recorder)
@@ -77,9 +85,6 @@ def repair_prompt(generator: str, files: dict, diagnostic: dict, task: dict, rep
 
 
 def _inputs(cfg: Stage2DataConfig) -> list[tuple[str, dict]]:
-    from jitlab.harness import read_files, seed_bank_dir, seed_names
-    from jitlab.jit.generate.base import describe_files
-    from jitlab.jit.generate.plan import plan_files
     out = []
     if cfg.seeds:
         for name in seed_names():
@@ -108,14 +113,6 @@ def _inputs(cfg: Stage2DataConfig) -> list[tuple[str, dict]]:
 
 def build_stage2(cfg: Stage2DataConfig, out: str | Path) -> dict:
     """Write Stage II repair examples to ``out`` (see the module docstring); returns the manifest."""
-    from jitlab.envs.base import get_suite
-    from jitlab.harness import harness_sha
-    from jitlab.jit.generate import format_blocks
-    from jitlab.jit.generate.code import thin_files
-    from jitlab.jit.generate.plan import PlanError, check_plan, plan_of, plan_text
-    from jitlab.jit.repair import RepairConfig, validate_files
-    from jitlab.llm.scripted import get_scripted
-    from jitlab.runtime import Budget, LLMHandle
     unknown = sorted(set(cfg.ops) - set(CODE_FAULTS) - set(PLAN_FAULTS))
     if unknown:
         raise ConfigError(f"--ops: unknown operator(s) {', '.join(unknown)}; known: "

@@ -15,6 +15,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jitlab.errors import ConfigError
+from jitlab.jit.generate.plan import PlanError, parse_plan, plan_text
+from jitlab.viz import style as S
+from jitlab.viz.figures import write_table
+from jitlab.viz.runs import register_figure, save_figure
+
 __all__ = ["CLOSING_COLUMNS", "candidate_channels", "closing_table", "eval_table", "example_lengths", "fig_curves",
            "phases_table", "pipeline_figures", "read_records", "repair_table", "training_scalars"]
 
@@ -107,8 +113,6 @@ def training_scalars(run_dir: str | Path, tags=None):
 
 def fig_curves(df, tags=None, title: str = ""):
     """A HoloViews layout, one panel per tag, one curve per phase (``label`` column when present: e.g. the stage)."""
-    from jitlab.errors import ConfigError
-    from jitlab.viz import style as S
     hv = S.hv()
     if tags is not None:
         df = df[df["tag"].isin(list(tags))]
@@ -156,7 +160,6 @@ def eval_table(run_dirs: dict, columns=None):
 
 def _distinct_plans(tasks_jsonl: Path) -> int | None:
     """Distinct plans among a validity evaluation's parsed replies (canonical plan text; None when none parses)."""
-    from jitlab.jit.generate.plan import PlanError, parse_plan, plan_text
     plans = set()
     for r in read_records(tasks_jsonl).to_dict("records"):
         try:
@@ -201,8 +204,6 @@ def pipeline_figures(out: str | Path) -> list[str]:
     figures/README.md."""
     import pandas as pd
 
-    from jitlab.viz.figures import write_table
-    from jitlab.viz.runs import register_figure, save_figure
     out = Path(out)
     fig_dir = out / "figures"
     command = f"jitlab train pipeline --out {out}"

@@ -28,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from jitlab.errors import ConfigError
+from jitlab.llm.hf import load_base
 from jitlab.train import common
 from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import Stage1Config
@@ -76,7 +77,6 @@ def run_stage1(cfg: Stage1Config, out: str | Path) -> dict:
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 
-    from jitlab.llm.hf import load_base
 
     def sft_trainer(folder: Path):
         tokenizer, model = load_base(cfg.base)

@@ -31,11 +31,21 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError
+from jitlab.harness import harness_sha
+from jitlab.jit.generate import Candidate, get_generator
+from jitlab.jit.repair import RepairConfig, RepairLog, Validation, validate_and_repair
+from jitlab.llm import get_backbone
+from jitlab.llm.adapters import adapter_chain, is_adapter_dir, load_adapter
+from jitlab.llm.hf import load_base
+from jitlab.runtime import Budget, LLMHandle
 from jitlab.train import common
 from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import Stage2Config, Stage2DataConfig
+from jitlab.train.faults import inject
 from jitlab.train.records import file_sha256, read_jsonl, write_json, write_jsonl
+from jitlab.train.repair_data import _inputs
 
 __all__ = ["evaluate_repair", "load_repairs", "run_stage2", "training_arguments"]
 
@@ -69,7 +79,6 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
     out = Path(out)
     base, below = cfg.base, []
     if cfg.stage1:
-        from jitlab.llm.adapters import adapter_chain, is_adapter_dir
         if not is_adapter_dir(cfg.stage1):
             raise ConfigError(f"--stage1 {cfg.stage1}: not an adapter folder (no adapter_config.json); pass a Stage I "
                               "run's adapter, e.g. runs/train/s1/adapter")
@@ -84,9 +93,7 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
         from datasets import Dataset
         from trl import SFTConfig, SFTTrainer
 
-        from jitlab.llm.hf import load_base
         if cfg.stage1:
-            from jitlab.llm.adapters import load_adapter
             tokenizer, model = load_adapter(cfg.stage1, load_base)
         else:
             tokenizer, model = load_base(base)
@@ -124,10 +131,6 @@ class _Pinned:
 
 def _broken_candidate(row: dict, inputs: dict, name: str):
     """The candidate the repair loop would hold for ``row``, and its first (failed) validation."""
-    from jitlab.harness import harness_sha
-    from jitlab.jit.generate import Candidate
-    from jitlab.jit.repair import Validation
-    from jitlab.train.faults import inject
     if row["format"] == "plan":
         # no files: a plan that does not parse renders none, so a fix that restores the original plan has a new sha
         cand = Candidate({}, name, meta={"reply": row["broken_plan"], "parsed_files": []})
@@ -147,12 +150,6 @@ def evaluate_repair(backbone, data: str | Path, out: str | Path, formats=("plan"
     """Repair success within ``rounds`` rounds of ``<format>:<backbone>`` on the ``split`` faults of a Stage II data
     folder; writes ``out``/heldout.jsonl, repairs.jsonl, summary.json and returns the summary. ``backbone``: a spec
     (``hf:<adapter>``, ``embedded``) or a backbone object (its ``id`` names the generator)."""
-    from jitlab.envs.base import get_suite
-    from jitlab.jit.generate import get_generator
-    from jitlab.jit.repair import RepairConfig, RepairLog, validate_and_repair
-    from jitlab.llm import get_backbone
-    from jitlab.runtime import Budget, LLMHandle
-    from jitlab.train.repair_data import _inputs
     rows, manifest = load_repairs(data, split, formats)
     rows = rows[:limit] if limit else rows
     out = Path(out)

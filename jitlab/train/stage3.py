@@ -43,12 +43,27 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
+from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError
+from jitlab.harness import harness_sha, read_files, seed_bank_dir
+from jitlab.jit.bank import Bank, Evaluation
+from jitlab.jit.generate import references
+from jitlab.jit.generate.blocks import parse_blocks
+from jitlab.jit.generate.code import complete_files
+from jitlab.jit.generate.plan import PlanError, parse_plan, plan_files
+from jitlab.jit.repair import RepairConfig, dev_task_for, validate_files, write_harness
+from jitlab.llm import get_backbone
+from jitlab.llm.adapters import adapter_chain, is_adapter_dir, load_adapter
+from jitlab.llm.cache import default_cache
+from jitlab.llm.hf import load_base
+from jitlab.runner import drive_episode
+from jitlab.runtime import Budget, LLMHandle
+from jitlab.sandbox import SandboxedAgent
 from jitlab.train import common
 from jitlab.train.common import fingerprint, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import Stage3Config
 from jitlab.train.evo import ChannelRewards, Outcome, grpo_aggregation, signal_share
-from jitlab.train.records import file_sha256, write_json
+from jitlab.train.records import file_sha256, write_json, write_jsonl
 
 __all__ = ["PlanEvaluator", "completion_text", "generation_rows", "grpo_batching", "grpo_trainer", "policy_chain",
            "prompt_rows", "run_stage3"]
@@ -76,7 +91,6 @@ class PlanEvaluator:
     def plan(self, text: str, task, nearest: dict | None = None) -> Outcome:
         """Validate and run a sampled completion: a plan, or (``cfg.format`` code) harness files as ``<file name=...>``
         blocks, the files it lacks taken from ``nearest`` (the prompt's first reference), as ``code:<backbone>`` does."""
-        from jitlab.jit.generate.plan import PlanError, parse_plan, plan_files
         try:
             files = (plan_files(parse_plan(text), self.generator) if self.cfg.format == "plan"
                      else _code_files(text, nearest))
@@ -85,7 +99,6 @@ class PlanEvaluator:
         return self.harness(files, task)
 
     def harness(self, files: dict, task) -> Outcome:
-        from jitlab.harness import harness_sha
         sha = harness_sha(files)
         self.files[sha] = files
         key = f"{sha}|{task.id}|{self.cfg.seed}"
@@ -101,10 +114,6 @@ class PlanEvaluator:
         return Outcome(**{**vars(out), "meta": {**out.meta, "cache_hit": False}})
 
     def _run(self, files: dict, sha: str, task) -> Outcome:
-        from jitlab.jit.repair import RepairConfig, dev_task_for, validate_files, write_harness
-        from jitlab.runner import drive_episode
-        from jitlab.runtime import Budget, LLMHandle
-        from jitlab.sandbox import SandboxedAgent
         cfg = self.cfg
         config = RepairConfig(max_rounds=0, smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated)
         select = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="select")
@@ -125,9 +134,6 @@ class PlanEvaluator:
 
 
 def _code_files(text: str, nearest: dict | None) -> dict:
-    from jitlab.jit.generate.blocks import parse_blocks
-    from jitlab.jit.generate.code import complete_files
-    from jitlab.jit.generate.plan import PlanError
     parsed = parse_blocks(text)
     if not parsed:
         raise PlanError("the reply held no <file name=...> block, so no file was written")
@@ -151,7 +157,6 @@ def _tasks(suite, cfg: Stage3Config) -> list:
 def prompt_rows(tasks, bank, k: int, fmt: str = "plan", code_references: int = 1) -> list[dict]:
     """One row per task: its ``fmt`` prompt with the ``k`` references ``bank`` retrieves (Stage I's prompt), and the
     first reference's files (``nearest``: what a code reply's missing files are taken from)."""
-    from jitlab.jit.generate import references
     generator = common.policy_generator(fmt, code_references=code_references)
     rows = []
     for t in tasks:
@@ -182,12 +187,6 @@ def admission(rule: str, evaluator, bank, tasks: list, task, sha: str, incumbent
 
 def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
     """Run (or resume) Stage III into ``out``; returns the manifest (see the module docstring)."""
-    from jitlab.envs.base import get_suite
-    from jitlab.harness import read_files, seed_bank_dir
-    from jitlab.jit.bank import Bank, Evaluation
-    from jitlab.llm import get_backbone
-    from jitlab.llm.cache import default_cache
-    from jitlab.train.records import write_jsonl
     if cfg.threads:
         import torch
         torch.set_num_threads(cfg.threads)
@@ -289,7 +288,6 @@ def _frontier(path: str | None) -> list[str]:
     """The frontier of the bank file Stage III starts from ([] for a fresh B0: its seeds have no evaluation)."""
     if not path:
         return []
-    from jitlab.jit.bank import Bank
     with Bank(path, readonly=True) as bank:
         return bank.frontier()
 
@@ -298,7 +296,6 @@ def policy_chain(cfg, example: str) -> tuple[str, list]:
     """(base spec, adapters below) of the policy GRPO starts from: ``cfg.policy``'s chain, or the bare ``cfg.base``."""
     if not cfg.policy:
         return cfg.base, []
-    from jitlab.llm.adapters import adapter_chain, is_adapter_dir
     if not is_adapter_dir(cfg.policy):
         raise ConfigError(f"--policy {cfg.policy}: not an adapter folder (no adapter_config.json); pass {example}")
     return adapter_chain(cfg.policy)
@@ -321,9 +318,7 @@ def grpo_trainer(cfg, folder: Path, rows: list[dict], reward_funcs: list, base: 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from jitlab.llm.hf import load_base
     if cfg.policy:
-        from jitlab.llm.adapters import load_adapter
         tokenizer, model = load_adapter(cfg.policy, load_base)
     else:
         tokenizer, model = load_base(base)

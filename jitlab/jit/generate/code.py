@@ -47,6 +47,8 @@ from jitlab.jit.generate.base import (
     sampling,
 )
 from jitlab.jit.generate.blocks import format_blocks, parse_blocks
+from jitlab.jit.generate.library import SPACE, catalogue, role_of_file
+from jitlab.resolve import thin_file
 
 __all__ = ["CodeConfig", "CodeGenerator", "complete_files", "make_generator", "repair_view", "thin_files"]
 
@@ -75,7 +77,6 @@ class CodeGenerator:
         self.name, self.llm, self.config = name, llm, config or CodeConfig()
 
     def _system(self) -> str:
-        from jitlab.jit.generate.library import catalogue
         library = catalogue() if self.config.list_library else {}
         return render("code_system.j2", library=library)
 
@@ -122,8 +123,6 @@ def repair_view(files: dict[str, str], diagnostic: dict) -> tuple[dict[str, str]
     module file. Module files are shown thin (``jitlab.resolve.thin_file``: the library code they inline left out,
     imported instead) and the diagnostic's line is moved to match (dropped when it fell in the library code). A named
     file the harness lacks (deleted) is not shown; the diagnostic says it is missing."""
-    from jitlab.jit.generate.library import SPACE, role_of_file
-    from jitlab.resolve import thin_file
     diagnostic = _diag(diagnostic)
     name = Path(diagnostic.get("file") or "").name
     if name not in {*HARNESS_FILES, *OPTIONAL_FILES, *files}:
@@ -139,7 +138,6 @@ def repair_view(files: dict[str, str], diagnostic: dict) -> tuple[dict[str, str]
 def thin_files(files: dict[str, str]) -> dict[str, str]:
     """``files`` with each module file in thin form (``jitlab.resolve.thin_file``): what a thin repair prompt shows
     and what a repair reply may be (a candidate resolves its files again, so a thin reply restores the whole file)."""
-    from jitlab.resolve import thin_file
     return {f: thin_file(t)[0] if f.endswith(".py") else t for f, t in files.items()}
 
 

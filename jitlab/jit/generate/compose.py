@@ -43,6 +43,7 @@ import random
 import threading
 from dataclasses import asdict, dataclass, field
 
+from jitlab.errors import ConfigError
 from jitlab.jit.generate.base import Candidate, Reference, render
 from jitlab.jit.generate.library import (
     BASIC,
@@ -97,7 +98,6 @@ class ComposeGenerator:
     def __init__(self, llm=None, config: ComposeConfig | None = None):
         self.llm, self.config = llm, config or ComposeConfig()
         if self.config.strategy not in STRATEGIES:
-            from jitlab.errors import ConfigError
             raise ConfigError(f"compose strategy {self.config.strategy!r} unknown; use one of {', '.join(STRATEGIES)}")
         self._scores: dict[tuple, dict[str, float]] = {}
         self._lock = threading.Lock()

@@ -52,6 +52,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from jitlab.errors import HarnessError
+from jitlab.harness import case_study_names, read_files, seed_bank_dir, seed_names
 from jitlab.jit.generate.base import TEMPLATE_DIR, describe_files, render
 from jitlab.protocol import HOOKS, SLOTS
 from jitlab.resolve import parse_source, vendored_names
@@ -401,7 +402,6 @@ def choices_of(files: dict[str, str], source: str = "") -> dict[str, Choice]:
 @lru_cache(maxsize=1)
 def requirements() -> dict[str, dict[str, str]]:
     """{option path: {role: required option path}} learned from the seed bank (module docstring)."""
-    from jitlab.harness import case_study_names, read_files, seed_bank_dir, seed_names
     uses: dict[str, list[dict[str, str]]] = {}
     for name in seed_names() + case_study_names():
         try:
@@ -479,7 +479,6 @@ def couplings() -> tuple[str, ...]:
 def case_study_mechanisms() -> dict[str, tuple[str, ...]]:
     """{option path: case studies using it} for every option of ``jitlab.modules.case_studies`` (the case studies'
     mechanisms), each with the ``case_studies/<name>`` folders whose modules derive from it (library order)."""
-    from jitlab.harness import case_study_names, read_files, seed_bank_dir
     used: dict[str, list[str]] = {}
     for name in case_study_names():
         try:

@@ -35,6 +35,7 @@ from functools import lru_cache
 
 from jitlab.errors import HarnessError
 from jitlab.fields import check_fields
+from jitlab.harness import read_files, seed_bank_dir, seed_names
 from jitlab.jit.generate.base import (
     Candidate,
     Reference,
@@ -84,7 +85,6 @@ class PlanConfig:
 @lru_cache(maxsize=1)
 def prompt_options() -> dict[str, str]:
     """{prompt name: prompt.yaml text}: the shipped variants, then ``seed:<name>`` for each seed's own prompt."""
-    from jitlab.harness import read_files, seed_bank_dir, seed_names
     out = dict(prompt_variants())
     for name in seed_names():
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from jitlab.errors import UnknownName
 from jitlab.jit.generate.base import Candidate, describe_files, render
 
 __all__ = ["SELECTORS", "rank"]
@@ -25,7 +26,6 @@ def rank(candidates: list[Candidate], selector: str, task: dict, llm=None, gener
          references=None) -> tuple[list[int], dict]:
     """(candidate indices, best first; details for the record)."""
     if selector not in SELECTORS:
-        from jitlab.errors import UnknownName
         raise UnknownName("selector", selector, SELECTORS)
     order = list(range(len(candidates)))
     if selector == "validity" or len(candidates) <= 1:
