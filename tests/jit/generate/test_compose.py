@@ -47,7 +47,7 @@ def test_scores_fall_back_to_chat_without_score(toy_task, references, handle):
         id = "scripted:chat-only"
 
         def __init__(self):
-            self.inner = ScriptedBackbone(lambda m: "I pick: periodic summary memory")
+            self.inner = ScriptedBackbone(lambda m: "I pick: evidence gated policy")
 
         def chat(self, messages, **params):
             return self.inner.chat(messages, **params)
@@ -55,7 +55,8 @@ def test_scores_fall_back_to_chat_without_score(toy_task, references, handle):
     gen = get_generator("compose", llm, strategy="score")
     cand = gen.generate(toy_task.public(), references, llm)
     assert cand.meta["score_method"] == "chat"
-    assert cand.meta["choices"]["M"]["path"].endswith(":PeriodicSummaryMemory")
+    # F: no fitted option's partner or coupling binds it on the toy task, so the option the reply names wins
+    assert cand.meta["choices"]["F"]["path"].endswith(":EvidenceGatedPolicy")
 
 
 def test_repair_repicks_the_module_named_by_the_diagnostic(toy_task, references, handle):
