@@ -7,6 +7,8 @@ Each run (a run directory or its export) after the first is compared with the fi
 (task id, seed), one finished episode per pair (its last attempt). Runs are refused, with a one-line error naming
 the difference, when their suites, splits, suite versions (where both recorded one), budgets (``max_steps``,
 ``max_tokens``, ``max_wall_s``) or sets of (task id, seed) differ: a paired test on different tasks says nothing.
+With ``common=True`` (``--common``: a stopped stream, a partial run) the pairs are the (task id, seed) both runs
+finished, and the output says how many each run had that the other lacks; no common pair is still refused.
 Backbones and harnesses may differ: that is what is compared.
 
 Per pair (jitlab.stats): wins (B solved a task A did not), losses (the reverse), ties; the exact two-sided McNemar
@@ -23,7 +25,8 @@ from jitlab.errors import ConfigError
 from jitlab.stats import LEVEL, discordant, mcnemar_exact, paired_bootstrap
 from jitlab.store import load
 
-__all__ = ["BUDGETS", "COLUMNS", "RunRecord", "check_comparable", "compare_pair", "compare_runs", "read_run"]
+__all__ = ["BUDGETS", "COLUMNS", "RunRecord", "check_comparable", "common_keys", "compare_pair", "compare_runs",
+           "read_run"]
 
 BUDGETS = ("max_steps", "max_tokens", "max_wall_s")
 COLUMNS = ["a", "b", "n_tasks", "success_a", "success_b", "wins", "losses", "ties", "mcnemar_p",
@@ -59,8 +62,14 @@ def _few(keys, n: int = 3) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
-def check_comparable(a: RunRecord, b: RunRecord) -> None:
-    """Raise ConfigError naming the first difference that makes a paired comparison of ``a`` and ``b`` meaningless."""
+def common_keys(a: RunRecord, b: RunRecord) -> list:
+    """The (task id, seed) pairs both runs finished, sorted."""
+    return sorted(set(a.episodes.index) & set(b.episodes.index))
+
+
+def check_comparable(a: RunRecord, b: RunRecord, common: bool = False) -> None:
+    """Raise ConfigError naming the first difference that makes a paired comparison of ``a`` and ``b`` meaningless
+    (with ``common``, differing task lists are allowed as long as they share a pair)."""
     for key in ("suite", "split"):
         if a.config.get(key) != b.config.get(key):
             raise ConfigError(f"cannot compare {a.label} and {b.label}: different {key} ({a.config.get(key)!r} vs "
@@ -74,19 +83,22 @@ def check_comparable(a: RunRecord, b: RunRecord) -> None:
         raise ConfigError(f"cannot compare {a.label} and {b.label}: budgets differ ({'; '.join(diffs)}); rerun one with "
                           "the other's budgets")
     ka, kb = set(a.episodes.index), set(b.episodes.index)
-    if ka != kb:
+    if common and not ka & kb:
+        raise ConfigError(f"cannot compare {a.label} and {b.label}: no task/seed pair finished in both; run them on "
+                          "the same tasks and seeds")
+    if ka != kb and not common:
         parts = [f"only in {r.label}: {_few(keys)}" for r, keys in ((a, ka - kb), (b, kb - ka)) if keys]
         raise ConfigError(f"cannot compare {a.label} and {b.label}: different task lists ({len(ka)} vs {len(kb)} "
                           f"finished task/seed pairs; {'; '.join(parts)}); run both on the same tasks and seeds "
                           "(same --split, --offset, --limit, --seed) and let unfinished tasks finish")
 
 
-def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL):
+def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL, common: bool = False):
     """``(row, flips)``: the paired statistics of B vs A (a dict of :data:`COLUMNS`) and the flipped tasks (a
     DataFrame: task_id, seed, a_success, b_success, a_reward, b_reward, direction)."""
     import pandas as pd
-    check_comparable(a, b)
-    keys = sorted(a.episodes.index)
+    check_comparable(a, b, common)
+    keys = common_keys(a, b)
     ea, eb = a.episodes.loc[keys], b.episodes.loc[keys]
     sa, sb = ea["success"].to_numpy(), eb["success"].to_numpy()
     wins, losses = discordant(sa, sb)
@@ -107,7 +119,7 @@ def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL):
     return row, flips
 
 
-def compare_runs(paths, labels=None, level: float = LEVEL):
+def compare_runs(paths, labels=None, level: float = LEVEL, common: bool = False):
     """Compare every run in ``paths`` after the first with the first: ``(table, flips, runs)``, a DataFrame with one
     row per pair (:data:`COLUMNS`), the flipped tasks of all pairs (with columns a, b) and the :class:`RunRecord` s
     (their ``card`` for printing). Labels default to the run folders' names (their paths when names repeat)."""
@@ -120,10 +132,10 @@ def compare_runs(paths, labels=None, level: float = LEVEL):
         labels = names if len(set(names)) == len(names) else [str(p) for p in paths]
     runs = [read_run(p, label) for p, label in zip(paths, labels)]
     for other in runs[1:]:   # every refusal before any statistic
-        check_comparable(runs[0], other)
+        check_comparable(runs[0], other, common)
     rows, flip_frames = [], []
     for other in runs[1:]:
-        row, flips = compare_pair(runs[0], other, level)
+        row, flips = compare_pair(runs[0], other, level, common)
         rows.append(row)
         flip_frames.append(flips.assign(a=runs[0].label, b=other.label))
     flips = pd.concat(flip_frames, ignore_index=True) if flip_frames else pd.DataFrame()

@@ -69,6 +69,18 @@ def test_runs_on_different_task_lists_are_refused_naming_the_difference(tmp_path
         compare_runs([REACT, other_seed])
 
 
+def test_common_pairs_on_the_tasks_both_finished_and_still_refuses_none_in_common(tmp_path, capsys):
+    gone = pd.read_csv(REACT / "episodes.csv")["task_id"].iloc[-1]
+    fewer = _copy(tmp_path, "fewer", lambda eps: eps[eps["task_id"] != gone])
+    table, _, _ = compare_runs([REACT, fewer], common=True)
+    assert table["n_tasks"].iloc[0] == 9 and table["wins"].iloc[0] == table["losses"].iloc[0] == 0
+    other_seed = _copy(tmp_path, "seed1", lambda eps: eps.assign(seed="1"))
+    with pytest.raises(ConfigError, match="no task/seed pair finished in both"):
+        compare_runs([REACT, other_seed], common=True)
+    assert main(["compare", str(REACT), str(fewer), "--common"]) == 0
+    assert "on the 9 pairs both finished; left out 1 only in textworld-react, 0 only in fewer" in capsys.readouterr().out
+
+
 def test_runs_with_other_budgets_or_split_are_refused(tmp_path):
     capped = _copy(tmp_path, "capped", config={"max_steps": 5})
     with pytest.raises(ConfigError, match=r"budgets differ \(max_steps None vs 5\)"):

@@ -18,12 +18,17 @@ def cmd_compare(args) -> int:
     from jitlab.compare import compare_runs
     if args.out:
         make_dir(args.out, "--out")  # before any work: --out naming a file is a one-line error
-    table, flips, runs = compare_runs(args.runs, level=args.level)
+    table, flips, runs = compare_runs(args.runs, level=args.level, common=args.common)
     for r in runs:
         print(format_card(r.card, r.label))
     from jitlab.viz.compare import compare_markdown, write_comparison
     print(f"\npaired on {table['n_tasks'].iloc[0]} task/seed pairs (B vs A = {runs[0].label}; McNemar exact, "
           f"two-sided; Δ = B − A with {args.level:.0%} paired bootstrap intervals):\n")
+    for other in runs[1:] if args.common else ():
+        ka, kb = set(runs[0].episodes.index), set(other.episodes.index)
+        if ka != kb:
+            print(f"--common: {other.label} vs {runs[0].label} on the {len(ka & kb)} pairs both finished; left out "
+                  f"{len(ka - kb)} only in {runs[0].label}, {len(kb - ka)} only in {other.label}")
     print(compare_markdown(table, args.level))
     if args.out:
         written = write_comparison(table, flips, runs, args.out, figure=not args.no_figure, level=args.level)
@@ -40,6 +45,8 @@ def add_compare_commands(sub) -> None:
     p.add_argument("--out", help="folder for compare.md/.csv, flips.csv and the figure (compare.png/.html)")
     p.add_argument("--level", type=_level, default=0.95, help="confidence level of the bootstrap intervals")
     p.add_argument("--no-figure", action="store_true", help="with --out: write the tables only")
+    p.add_argument("--common", action="store_true", help="pair on the task/seed pairs both runs finished (a stopped "
+                   "stream, a partial run) instead of refusing different task lists; says how many were left out")
     p.set_defaults(func=cmd_compare)
 
 
