@@ -31,8 +31,10 @@ Fits (``FITS``): what the small-model mechanisms need of a task and what they sa
 public text and tools only (never its suite, family or id): ``tools`` an option needs (SqlAction: ``execute_sql`` and
 ``commit_answer``), ``words`` of the task's text it suits (EgocentricPlanner: ``steps``, ``left``, ``ahead``...), and
 ``partners``: options it works best with in another role (LikelihoodAction takes its prior from a planner's
-``Directive.data["prior"]``). ``fit(path, task)`` is None when a needed tool is missing, else a bonus compose adds
-to the backbone's score; partners are preferred, not required (``requirements`` are the hard couplings); ``prompt``
+``Directive.data["prior"]``; the prior planners take FullHistory, whose view keeps the observation events they
+parse), and ``params``, the preset compose sets when it picks the option (EgocentricPlanner's bonus 8, from the dev
+traces). ``fit(path, task)`` is None when a needed tool is missing, else a bonus compose adds to the backbone's
+score; partners are preferred, not required (``requirements`` are the hard couplings); ``prompt``
 is the prompt variant an option renders with (LikelihoodAction's scoring prompt lists no candidates; the other
 variants' templates name ``candidates``, which it does not pass), set by compose whenever the option is chosen.
 
