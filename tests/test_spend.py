@@ -128,8 +128,12 @@ def test_estimates_need_a_known_price():
     assert line == "estimated cost: at most $0.0400 (upper bound: 5 episode(s) x --max-tokens 1000 at $8/Mtok)"
 
 
-def test_jit_cap_stops_and_resumes(tmp_path):
+def test_jit_cap_stops_and_resumes(tmp_path, monkeypatch):
+    from jitlab.jit.generate import compose
     from jitlab.jit.inference import JITConfig, run_jit
+    # chat actions only: the test double prices chat completions, and a likelihood action makes score calls alone
+    full = compose.catalogue()
+    monkeypatch.setattr(compose, "catalogue", lambda: {**full, "A": [o for o in full["A"] if "likelihood" not in o.path]})
 
     def cfg(out, **kw):
         return JITConfig(suite="toy", mode="streaming", backbone=BACKBONE, retrieval="bm25", limit=3, out=str(out),
