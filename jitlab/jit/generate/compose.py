@@ -18,7 +18,8 @@ Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by c
     sample     like score, but options are sampled (Gumbel noise on scores / temperature) and so is the
                order the roles are filled in
     copy       reuse the top reference as is (when it already solved similar tasks)
-    mutate     the top reference with one role re-picked or one parameter perturbed
+    mutate     the top reference with one parameter perturbed or one role re-picked among the options that keep its
+               partner pairs, ranked with the bank's rewards, never one the retrieved evaluations saw only fail
     crossover  each role from one of the top two references, couplings fixed up afterwards
     auto       index 0: copy if the top reference has mean reward 1 on similar tasks, mutate if it
                has any reward, else score; index 1: mutate; 2: crossover; 3+: sample
@@ -210,7 +211,12 @@ class ComposeGenerator:
         best = {r: max([fit(o.path, task) or 0.0 for o in catalogue()[r]] or [0.0]) for r in SPACE}
         return sorted(SPACE, key=lambda r: -best[r])
 
-    def _mutate(self, parent: dict[str, Choice], task: dict, llm, rng: random.Random) -> tuple[dict[str, Choice], str]:
+    def _mutate(self, parent: dict[str, Choice], task: dict, llm, rng: random.Random,
+                references: list[Reference] = ()) -> tuple[dict[str, Choice], str]:
+        """``parent`` with one parameter perturbed or one role re-picked. A re-pick keeps the parent's partner pairs
+        (``library.FITS``: a role whose option another one declares as its partner stays among those partners, and a
+        new option brings its own partners), ranks by the bank's rewards as ``_pick`` does, and skips the options the
+        retrieved evaluations saw only fail; the roles are tried in random order until one has such an option."""
         choices = {r: Choice(**asdict(c)) for r, c in parent.items()}
         tunable = [r for r in SPACE if choices[r].kind == "library" and _numeric(option(choices[r].path, r))]
         if tunable and rng.random() < self.config.mutate_params:
@@ -220,19 +226,37 @@ class ComposeGenerator:
             current = choices[role].params.get(name, default)
             choices[role].params[name] = _perturb(current, rng)
             return choices, f"{role}.{name}: {current!r} -> {choices[role].params[name]!r}"
-        role = rng.choice(list(SPACE) + ["prompt"])
-        if role == "prompt":
-            names = [n for n in self._ranked("prompt", task, llm) if prompt_variants()[n] != choices["prompt"].text]
-            if names:
-                choices["prompt"] = _variant(names[0])
-                return choices, f"prompt -> {names[0]}"
-            role = "A"
-        current = choices[role].path if choices[role].kind == "library" else None
-        ranked = [p for p in self._ranked(role, task, llm) if p != current]
-        new = ranked[rng.randrange(min(3, len(ranked)))] if ranked else option(BASIC[role], role).path
-        choices[role] = _library(role, new)
-        _fix_couplings(choices, keep=role)
-        return choices, f"{role}: {current or 'custom file'} -> {new}"
+        bonus = self.bank_bonus(list(references)) if self.config.bank_weight else {}
+        failed = _only_failed(references)
+        for role in rng.sample(list(SPACE) + ["prompt"], len(SPACE) + 1):
+            if role == "prompt":
+                if _forced_prompt(choices):
+                    continue   # the mechanism renders with its own prompt (_candidate would undo the re-pick)
+                names = [n for n in self._ranked("prompt", task, llm) if prompt_variants()[n] != choices["prompt"].text]
+                if names:
+                    choices["prompt"] = _variant(names[0])
+                    return choices, f"prompt -> {names[0]}"
+                continue
+            current = choices[role].path if choices[role].kind == "library" else None
+            ranked = [p for p in self._ranked(role, task, llm, None, bonus) if p != current and p not in failed]
+            kept = [new for new in ranked if _pairs(self._repicked(choices, role, new, task, llm)) >= _pairs(choices)]
+            if kept:
+                new = kept[rng.randrange(min(3, len(kept)))]
+                return self._repicked(choices, role, new, task, llm), f"{role}: {current or 'custom file'} -> {new}"
+        return choices, "nothing to re-pick: every role is bound to its partners or saw only failures"
+
+    def _repicked(self, choices: dict[str, Choice], role: str, new: str, task: dict, llm) -> dict[str, Choice]:
+        """``choices`` with ``role`` set to ``new``, each role ``new`` declares partners in set to its best-ranked
+        partner when it holds none, and the hard couplings fixed up."""
+        out = {r: Choice(**asdict(c)) for r, c in choices.items()}
+        out[role] = _library(role, new)
+        for other, partners in getattr(FITS.get(new), "partners", {}).items():
+            if other in out and out[other].path not in partners:
+                best = [p for p in self._ranked(other, task, llm) if p in partners]
+                if best:
+                    out[other] = _library(other, best[0])
+        _fix_couplings(out, keep=role)
+        return out
 
     def _crossover(self, a: dict[str, Choice], b: dict[str, Choice], rng: random.Random) -> tuple[dict[str, Choice], str]:
         took = {r: rng.choice("ab") for r in list(SPACE) + ["prompt"]}
@@ -254,7 +278,8 @@ class ComposeGenerator:
                               "tried": {r: [c.key()] for r, c in choices_of(ref.files, ref.sha).items()}})
         if strategy == "mutate":
             parents = [references[0].sha]
-            choices, note = self._mutate(choices_of(references[0].files, references[0].sha), task, llm, rng)
+            choices, note = self._mutate(choices_of(references[0].files, references[0].sha), task, llm, rng,
+                                         references)
         elif strategy == "crossover":
             parents = [references[0].sha, references[1].sha]
             choices, note = self._crossover(choices_of(references[0].files, references[0].sha),
@@ -342,6 +367,29 @@ def _library(role: str, path: str) -> Choice:
 
 def _variant(name: str) -> Choice:
     return Choice("prompt", "variant", text=prompt_variants()[name], label=f"variant {name}", source=f"variant:{name}")
+
+
+def _pairs(choices: dict[str, Choice]) -> int:
+    """How many (role, partner role) pairs of ``choices`` hold an option the first declares as its partner there."""
+    return sum(1 for c in choices.values() if c.kind == "library"
+               for other, partners in getattr(FITS.get(c.path), "partners", {}).items()
+               if other in choices and choices[other].path in partners)
+
+
+def _only_failed(references) -> set[str]:
+    """Library option paths that every evaluated reference carrying them saw fail (mean reward 0)."""
+    seen: dict[str, float] = {}
+    for ref in references:
+        if ref.evaluated and ref.mean_reward is not None:
+            for role, c in choices_of(ref.files, ref.sha).items():
+                if role in SPACE and c.kind == "library":
+                    seen[c.path] = max(seen.get(c.path, 0.0), float(ref.mean_reward))
+    return {p for p, best in seen.items() if best <= 0.0}
+
+
+def _forced_prompt(choices: dict[str, Choice]) -> bool:
+    """Whether a library option of ``choices`` renders with its own prompt variant (``Fit.prompt``)."""
+    return any(c.kind == "library" and getattr(FITS.get(c.path), "prompt", "") for r, c in choices.items() if r in SPACE)
 
 
 def _numeric(opt) -> list[tuple]:

@@ -188,3 +188,46 @@ def test_bank_statistics_move_the_choice_toward_what_worked():
     assert moved.generate(GRID_TASK, [ref], index=0).meta["choices"]["P"]["path"] == other
     off = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", bank_weight=0.0))
     assert off.generate(GRID_TASK, [ref], index=0).meta["choices"]["P"]["path"] == plain["P"]["path"]
+
+
+def test_a_mutation_keeps_the_parent_s_partner_pairs():
+    """Issue 29 (test split, streaming JIT): after a failure ``mutate`` re-picked A from its top 3 and landed on chat
+    actions (ReAct, DAG-parallel) beside a prior planner that only a likelihood action reads, or M on a memory that
+    starves it. Now a re-pick keeps every partner pair of the parent: over 40 mutations of the fitted game design, A
+    stays LikelihoodAction, M stays FullHistory and P stays a prior planner."""
+    import random
+
+    from jitlab.jit.generate.compose import _pairs
+    gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", mutate_params=0.0))
+    parent = choices_of(gen.generate(GAME_TASK, [], index=0).files)
+    assert parent["A"].path.endswith(":LikelihoodAction") and _pairs(parent) >= 2
+    partners = FITS["jitlab.modules.likelihood:LikelihoodAction"].partners["P"]
+    notes = set()
+    for i in range(40):
+        child, note = gen._mutate(parent, GAME_TASK, Uniform(), random.Random(i))
+        notes.add(note.split(":")[0])
+        assert child["A"].path == parent["A"].path and child["M"].path == parent["M"].path, note
+        assert child["P"].path in partners and _pairs(child) >= _pairs(parent), note
+    assert {"P", "F", "H"} <= notes   # the free roles and the planner among its partners still move
+
+
+def test_a_mutation_skips_options_the_bank_saw_only_fail():
+    """An option carried only by evaluated references of mean reward 0 is never a re-pick; one of them that also
+    sits in a reference with reward is."""
+    import random
+
+    from jitlab.jit.generate import Reference
+    from jitlab.jit.generate.compose import _only_failed
+    gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", mutate_params=0.0))
+    top = gen.generate(GAME_TASK, [], index=0)
+    parent = choices_of(top.files)
+    seen = {gen._mutate(parent, GAME_TASK, Uniform(), random.Random(i))[0]["H"].path for i in range(40)}
+    bad = next(p for p in seen if p != parent["H"].path)
+    loser = render_files({**parent, "H": Choice("H", "library", bad)}, name="loser", lineage={})
+    refs = [Reference("a" * 10, top.name, "", top.files, 1.0, True, 0.5), Reference("b" * 10, "loser", "", loser, 0.9,
+                                                                                    True, 0.0)]
+    assert _only_failed(refs) == {bad}
+    for i in range(40):
+        child, note = gen._mutate(parent, GAME_TASK, Uniform(), random.Random(i), refs)
+        assert child["H"].path != bad, note
+    assert _only_failed(refs + [Reference("c" * 10, "won", "", loser, 0.8, True, 1.0)]) == set()
