@@ -22,13 +22,13 @@ class ToySuite:
     name = "toy"
     version = "1"  # the suite version (envs.base.suite_version): bump when tasks, actions or scoring change
     families = ["chain"]
-    splits = ["dev", "test"]
+    splits = ["dev", "test", "train"]   # train: teacher evidence (a pipeline's baselines), disjoint from dev and test
     reset_varies = False  # one fixed plan per task (jitlab/repeats.py)
 
     def tasks(self, split: str = "dev", family: str | None = None) -> list[TaskSpec]:
         check_choice("split", split, self.splits)
         check_choice("family", family, self.families)
-        offset = 0 if split == "dev" else 1000
+        offset = {"dev": 0, "test": 1000, "train": 2000}[split]
         specs = []
         for i in range(10):
             rng = random.Random(offset + i)

@@ -7,8 +7,10 @@
 Steps (the table ``PIPELINE``: name, the config fields it reads, what it runs; ``STEPS`` names them in order; each
 writes under ``out``):
 
-    baselines  seed harnesses on ``baseline_limit`` dev tasks with ``executor`` (jitlab.experiments.run_grid):
-               the offline teacher's evidence -> baselines/<suite>/<seed>-<executor>/. Skipped when ``runs`` is given.
+    baselines  seed harnesses on the first ``baseline_limit`` tasks of ``baseline_split`` (train by default:
+               disjoint from dev, where a best seed is picked, and from the held-out test tasks) with ``executor``
+               (jitlab.experiments.run_grid): the offline teacher's evidence -> baselines/<suite>/<seed>-<executor>/.
+               Skipped when ``runs`` is given.
     data1      Stage I data (jitlab.train.data.build_stage1) from those runs and ``banks`` -> data1/
     stage1     SFT then DPO (jitlab.train.stage1) -> stage1/adapter
     data2      Stage II data (jitlab.train.repair_data.build_stage2), data1's plans as inputs too -> data2/
@@ -80,7 +82,12 @@ class PipelineConfig:
                                                                 "Stage III candidates, evaluations)", "nonempty": True})
     seeds: list = field(default_factory=list, metadata={"help": "seed harnesses of the baseline grid (default: all "
                                                                 "seeds, baselines excluded)"})
-    baseline_limit: int = field(default=5, metadata={"help": "dev tasks per seed baseline", "min": 1})
+    baseline_split: str = field(default="train", metadata={"help": "split of the baselines' tasks: train (disjoint "
+                                                                   "from the dev picks and the held-out evaluation) "
+                                                                   "or dev; never test or holdout",
+                                                           "choices": ["train", "dev"]})
+    baseline_limit: int = field(default=5, metadata={"help": "tasks per seed baseline (the first of baseline_split)",
+                                                     "min": 1})
     baseline_options: dict = field(default_factory=dict, metadata={"help": "RunConfig fields of the baselines, e.g. "
                                                                            "{max_steps: 10}"})
     runs: list = field(default_factory=list, metadata={"help": "reuse these run directories as the teacher's evidence "
@@ -111,6 +118,9 @@ class PipelineConfig:
     threads: int | None = field(default=None, metadata={"help": "torch CPU threads of every training stage", "min": 1})
 
     def __post_init__(self):
+        if self.baseline_split not in ("train", "dev"):  # before the generic choices check, to say why
+            raise ConfigError(f"baseline_split must be train or dev, got {self.baseline_split!r}: the teacher's "
+                              "evidence is never gathered on the test or holdout tasks the policies are evaluated on")
         check_fields(self)
         check_format(self.format)
         bad = sorted(set(self.eval_policies) - set(POLICIES))
@@ -235,13 +245,14 @@ def _config(name: str, cfg: PipelineConfig, out: Path):
 
 def _run_baselines(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
     seeds = cfg.seeds or seed_harnesses()
-    inputs = {"seeds": seeds, "executor": cfg.executor, "limit": cfg.baseline_limit, **cfg.baseline_options}
+    inputs = {"seeds": seeds, "executor": cfg.executor, "split": cfg.baseline_split, "limit": cfg.baseline_limit,
+              **cfg.baseline_options}
     if cfg.runs:
         return {"runs": cfg.runs}, {"skipped": "runs given", "runs": cfg.runs}
     # absolute: run_grid takes a relative out_root from the repository root, every other step from the working
     # directory, and a pipeline's folder is one place
     rows = run_grid(cfg.suite, seeds, cfg.executor, limit=cfg.baseline_limit, out_root=out.absolute() / "baselines",
-                    split="dev", allow_unisolated=cfg.allow_unisolated, **cfg.baseline_options)
+                    split=cfg.baseline_split, allow_unisolated=cfg.allow_unisolated, **cfg.baseline_options)
     return inputs, {"runs": list(rows["run_dir"]), "success_rate": dict(zip(rows["harness"], rows["success_rate"]))}
 
 
@@ -308,7 +319,8 @@ class Step:
 
 _EVAL = ("suite", "executor", "eval_policies", "eval_split", "eval_limit")
 PIPELINE = (
-    Step("baselines", ("suite", "executor", "seeds", "baseline_limit", "baseline_options", "runs"), _run_baselines),
+    Step("baselines", ("suite", "executor", "seeds", "baseline_split", "baseline_limit", "baseline_options", "runs"),
+         _run_baselines),
     Step("data1", ("runs", "banks", "data1", "allow_unisolated", "format"), _run_data1, Stage1DataConfig, _wire_data1),
     Step("stage1", ("stage1", "threads"), _run_stage1, Stage1Config, _wire_stage1),
     Step("data2", ("suite", "data2", "allow_unisolated", "format"), _run_data2, Stage2DataConfig, _wire_data2),

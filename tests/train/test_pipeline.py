@@ -28,7 +28,8 @@ def test_config_checks_and_shipped_configs():
     from jitlab.train.pipeline import _stage
     with pytest.raises(ConfigError, match="pipeline config, stage1: .*unknown key.*sft_stepz"):
         _stage(Stage1Config, {"sft_stepz": 2}, {"data": "d"}, "stage1")
-    for name in ("pipeline.yaml", "pipeline-code.yaml", "pipeline-smoke.yaml"):
+    for name in ("pipeline.yaml", "pipeline-babyai.yaml", "pipeline-dbbench.yaml", "pipeline-code.yaml",
+                 "pipeline-smoke.yaml"):
         cfg = load_config(PipelineConfig, CONFIG_DIR / name)
         assert _stage(Stage1Config, cfg.stage1, {"data": "d"}, "stage1").sft_steps >= 1, name
 
@@ -52,6 +53,67 @@ def test_a_rerun_skips_finished_steps_and_a_changed_step_reruns(tmp_path):
     assert lines[0].endswith("skipped") and lines[1] == "data1: running"
     on_disk = json.loads((tmp_path / "pipeline.json").read_text())
     assert on_disk["steps"]["data1"]["inputs"]["max_pairs_per_task"] == 1
+
+
+def test_the_baselines_run_their_seeds_on_the_train_split_and_stage1_data_takes_them(tmp_path):
+    """Issue 30: teacher evidence comes from the train split (disjoint from the dev picks and the test evaluation):
+    every baseline episode is a train task, the step records the split, and Stage I data keeps that evidence."""
+    from jitlab.store import load
+    manifest = run_steps(PipelineConfig(**TOY), tmp_path, ["baselines", "data1"])
+    step = manifest["steps"]["baselines"]
+    assert step["inputs"]["split"] == "train" and step["fingerprint"]["baseline_split"] == "train"
+    for run_dir in step["outputs"]["runs"]:
+        tasks = set(load(run_dir)["episodes"]["task_id"])
+        assert tasks == {"toy-train-0", "toy-train-1"}, (run_dir, tasks)
+    data1 = json.loads((tmp_path / "data1" / "manifest.json").read_text())
+    assert data1["counts"]["sft"] >= 1 and data1["dropped"]["other_split"] == data1["dropped"]["test_split"] == 0
+    assert {json.loads(line)["split"] for line in (tmp_path / "data1" / "sft.jsonl").read_text().splitlines()} == \
+        {"train"}
+    dev = run_steps(PipelineConfig(**{**TOY, "seeds": ["react"], "baseline_split": "dev"}), tmp_path / "dev",
+                    ["baselines"])["steps"]["baselines"]
+    assert set(load(dev["outputs"]["runs"][0])["episodes"]["task_id"]) == {"toy-dev-0", "toy-dev-1"}
+
+
+@pytest.mark.parametrize("split", ["test", "holdout", "tets"])
+def test_baselines_on_a_held_out_split_are_refused_before_anything_is_written(tmp_path, split):
+    with pytest.raises(ConfigError, match=f"baseline_split must be train or dev, got '{split}'"):
+        PipelineConfig(**{**TOY, "baseline_split": split})
+    bad = tmp_path / "p.yaml"
+    bad.write_text(f"suite: toy\nexecutor: scripted:pick-first\nbaseline_split: {split}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "jitlab.cli", "train", "pipeline", "--config", str(bad), "--out",
+                           str(tmp_path / "o")], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "baseline_split must be train or dev" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+# issue 30: each suite's new-space config: the fixed small-model harness of the suite beside ReAct, full budgets,
+# one train task per family (TextWorld: per family and level), evaluations on the issue's test-task counts
+NEW_SPACE = {"pipeline.yaml": ("textworld", "small_model/explorer", 9, 36),
+             "pipeline-babyai.yaml": ("babyai", "small_model/navigator", 7, 35),
+             "pipeline-dbbench.yaml": ("dbbench", "small_model/sql", 10, 50)}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_SPACE))
+def test_the_new_space_configs_gather_train_evidence_on_every_family(name):
+    from jitlab.envs.base import get_suite
+    from jitlab.harness import resolve
+    from jitlab.train.pipeline import check_stages
+    suite_name, fixed, limit, eval_limit = NEW_SPACE[name]
+    cfg = load_config(PipelineConfig, CONFIG_DIR / name)
+    check_stages(cfg, Path("/nonexistent"))
+    assert (cfg.suite, cfg.baseline_split, cfg.baseline_limit) == (suite_name, "train", limit)
+    assert {"react", fixed} <= set(cfg.seeds) and all(resolve(s).is_dir() for s in cfg.seeds)
+    caps = {"max_steps", "max_tokens"}                  # the tasks' full budgets, for evidence and evaluation
+    assert not caps & set(cfg.baseline_options) and not caps & set(cfg.eval_options)
+    assert (cfg.eval_split, cfg.eval_limit) == ("test", eval_limit)
+    suite = get_suite(suite_name)
+    evidence = suite.tasks("train")[:limit]
+    assert {t.family for t in evidence} == set(suite.families), name
+    if suite_name == "textworld":    # every family x level once
+        assert len({t.id.rsplit("-", 2)[0] for t in evidence}) == limit
+    assert cfg.stage3.get("split") == "train"     # Stage III samples train tasks too, never the dev picks' tasks
 
 
 def test_a_relative_out_puts_every_step_under_the_working_directory(tmp_path, monkeypatch):

@@ -8,8 +8,8 @@
 A plan names one library module per role (M memory, P planner, F capability policy, A action; class names from
 :func:`jitlab.jit.generate.library.catalogue`), optionally ``hooks`` (the hooks slot H: a hook class such as
 ``RealisationHooks``, or ``none``, the default: no ``hooks.py``; its parameters go under ``params["H"]``), a prompt
-(a shipped variant, ``react``/``goal``/``terse``, or a seed's
-prompt, ``seed:<name>``; baselines such as ``random`` offer none) and, optionally, ``params`` overriding module
+(a shipped variant, ``react``/``goal``/``terse``, or a seed's or small-model harness's prompt, ``seed:<name>``,
+``seed:small_model/<name>``; baselines such as ``random`` offer none) and, optionally, ``params`` overriding module
 fields. It is 45-75 tokens, against the 3.5k-token prompt and ~500-token reply of ``code:``, which is what a 135M
 model can learn to write (issue 12; the meta-agent is trained on this format by :mod:`jitlab.train`).
 ``render_files`` turns it into the same five files compose writes, so a plan that checks out always compiles.
@@ -35,7 +35,7 @@ from functools import lru_cache
 
 from jitlab.errors import HarnessError
 from jitlab.fields import check_fields
-from jitlab.harness import read_files, seed_bank_dir, seed_names
+from jitlab.harness import read_files, seed_bank_dir, seed_names, small_model_names
 from jitlab.jit.generate.base import (
     Candidate,
     Reference,
@@ -84,15 +84,21 @@ class PlanConfig:
 
 @lru_cache(maxsize=1)
 def prompt_options() -> dict[str, str]:
-    """{prompt name: prompt.yaml text}: the shipped variants, then ``seed:<name>`` for each seed's own prompt."""
+    """{prompt name: prompt.yaml text}: the shipped variants, then ``seed:<name>`` for each seed's own prompt and
+    each small-model harness's (``seed:small_model/explorer``), so their designs read back as plans (Stage I's
+    teacher evidence) and a plan can name their prompts."""
     out = dict(prompt_variants())
-    for name in seed_names():
+    seeds = set(seed_names())
+    for name in (*seed_names(), *small_model_names()):
         try:
             files = read_files(seed_bank_dir() / name)
         except (HarnessError, OSError):  # an incomplete seed offers no prompt; the bank reports it
             continue
         text = files.get("prompt.yaml")
-        if text and text not in out.values() and not describe_files(files).get("baseline"):
+        # a small-model harness whose prompt is one already offered (realised_react's is ReAct's) adds no name
+        known = out.values() if name in seeds else {_own_prompt(t) for t in out.values()}
+        if text and (text if name in seeds else _own_prompt(text)) not in known \
+                and not describe_files(files).get("baseline"):
             out[f"seed:{name}"] = text
     return out
 
