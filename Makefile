@@ -37,9 +37,12 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
-# the whole training pipeline on this CPU (jitlab/train/configs/pipeline.yaml; rerun to resume), and in miniature
+# the whole training pipeline on this CPU, each suite in turn into runs/pipeline/<suite> (jitlab/train/configs/
+# pipeline.yaml for TextWorld, pipeline-babyai.yaml, pipeline-dbbench.yaml; rerun to resume), and in miniature
 pipeline: setup
-	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline
+	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline/textworld
+	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline-babyai.yaml --out runs/pipeline/babyai
+	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline-dbbench.yaml --out runs/pipeline/dbbench
 
 # the code format's smoke run (the student writes harness files; no streaming step)
 pipeline-code: setup

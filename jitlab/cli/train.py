@@ -10,7 +10,7 @@ inside the commands, so ``jitlab --help`` stays fast.
     jitlab train engineer data --set loops=[runs/eng] --out runs/train/eng-data      # the engineer (issue 13)
     jitlab train engineer sft --set data=runs/train/eng-data --out runs/train/eng-sft
     jitlab train engineer grpo --set data=runs/train/eng-data --set policy=runs/train/eng-sft/adapter --out runs/train/eng-grpo
-    jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline     # all of it (make pipeline)
+    jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline/textworld  # all of it (make pipeline)
 
 Rerunning the same ``stage1`` command resumes it (finished phases are skipped, a killed one restarts from its newest
 checkpoint). ``--set KEY=VALUE`` (repeatable, YAML values) overrides the config file's fields.

@@ -7,7 +7,7 @@ train LoRA adapters with TRL's stock trainers, and produce adapters jitlab uses 
     jitlab train stage2 --set data=runs/train/data2 --set stage1=runs/train/stage1/adapter --out runs/train/stage2
     jitlab train stage3 --set policy=runs/train/stage2/adapter --out runs/train/stage3
     jitlab jit --suite textworld --generator plan:hf:runs/train/stage3/adapter ...
-    jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline     # all of the above
+    jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline/textworld  # all of the above
 
 Built so far: Stage I (task-conditioned plan SFT, then Pareto-preference DPO) for the ``plan`` format
 (:mod:`jitlab.jit.generate.plan`): data from an offline teacher (:mod:`jitlab.train.data`), training

@@ -1,6 +1,6 @@
 """The whole training pipeline as one resumable command, and the steps the stage notebooks (02-04) call.
 
-    jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline     # make pipeline
+    jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline/textworld  # make pipeline
     from jitlab.train.pipeline import PipelineConfig, run_pipeline, run_steps
     run_steps(cfg, out, ["baselines", "data1", "stage1", "validity"])                      # notebook 02
 
