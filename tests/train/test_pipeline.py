@@ -74,6 +74,20 @@ def test_the_baselines_run_their_seeds_on_the_train_split_and_stage1_data_takes_
     assert set(load(dev["outputs"]["runs"][0])["episodes"]["task_id"]) == {"toy-dev-0", "toy-dev-1"}
 
 
+def test_a_small_model_harness_s_evidence_becomes_stage1_data(tmp_path):
+    """Issue 30: the new space's fixed harnesses read back as plans, so their episodes are SFT targets and, where they
+    beat ReAct, the chosen side of a pair (scripted executor: a test double whose scores are word overlap)."""
+    cfg = PipelineConfig(**{**TOY, "seeds": ["react", "small_model/likelihood"]})
+    run_steps(cfg, tmp_path, ["baselines", "data1"])
+    data1 = json.loads((tmp_path / "data1" / "manifest.json").read_text())
+    assert data1["dropped"]["not_a_plan"] == 0 and data1["counts"]["plans"] == 2
+    read = lambda name: [json.loads(line) for line in (tmp_path / "data1" / name).read_text().splitlines()]  # noqa: E731
+    assert {json.loads(r["plan"])["A"] for r in read("sft.jsonl")} == {"LikelihoodAction"}
+    pairs = read("pairs.jsonl")
+    assert pairs and all('"LikelihoodAction"' in p["chosen"][0]["content"] and
+                         '"ReActAction"' in p["rejected"][0]["content"] for p in pairs)
+
+
 @pytest.mark.parametrize("split", ["test", "holdout", "tets"])
 def test_baselines_on_a_held_out_split_are_refused_before_anything_is_written(tmp_path, split):
     with pytest.raises(ConfigError, match=f"baseline_split must be train or dev, got '{split}'"):
