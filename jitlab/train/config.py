@@ -27,6 +27,9 @@ FORMATS = ["plan", "code"]
 
 # upper bounds of the training counts that allocate per unit (jitlab.fields has the shared ones)
 TOKENS_MAX = {"max": 131_072, "max_why": "one example's activations grow with its tokens"}
+# the plan format's examples: the plan prompt (task, K references, the library's couplings) is 1.2-1.5k tokens of
+# the embedded tokenizer since the couplings joined it (issue 30), a plan under 100: 1024 fit no example
+PLAN_MAX_LENGTH = 2048
 BATCH_MAX = {"max": 1024, "max_why": "each row holds max_length tokens of activations"}
 RANK_MAX = {"max": 1024, "max_why": "the adapters' parameters grow with the rank"}
 
@@ -173,6 +176,9 @@ class Stage1Config(TrainingCommon):
                                                    "min_exclusive": 0})
     dpo_sft_weight: float = field(default=0.2, metadata={"help": "weight of the NLL-on-chosen term next to the "
                                                                  "sigmoid DPO loss (RPO-style; 0: plain DPO)", "min": 0})
+    max_length: int = field(default=PLAN_MAX_LENGTH, metadata={"help": "tokens per example (prompt + plan): a plan "
+                                                                        "prompt with its references and couplings is "
+                                                                        "1.2-1.5k tokens", "min": 16, **TOKENS_MAX})
 
 
 @dataclass
@@ -197,6 +203,10 @@ class Stage2Config(TrainingCommon):
                 "its replies)", "nonempty": True})
     allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
                                                                     "unavailable (recorded)"})
+    max_length: int = field(default=PLAN_MAX_LENGTH, metadata={"help": "tokens per example (prompt + fix): a plan "
+                                                                        "repair prompt is the plan prompt and the "
+                                                                        "broken plan with its diagnostic",
+                                                                "min": 16, **TOKENS_MAX})
 
     def __post_init__(self):
         super().__post_init__()
