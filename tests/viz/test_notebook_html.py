@@ -62,3 +62,43 @@ def test_html_copies_draw_their_plots_with_no_network(tmp_path):
     finally:
         driver.quit()
     assert painted >= 1 and tables >= 1
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "notebooks"
+
+
+def _plot_pages() -> list[Path]:
+    """The committed copies that hold a bokeh plot (01 draws SVG anatomy diagrams and Markdown tables only)."""
+    return [p for p in sorted(DOCS.glob("*.html")) if "data-root-id" in p.read_text(encoding="utf-8")]
+
+
+def test_the_committed_copies_hold_bokehjs_inline():
+    """docs/notebooks/*.html as `make docs-notebooks` renders them: before, 8 of the 9 copies loaded BokehJS and Panel
+    from https://cdn.bokeh.org and https://cdn.holoviz.org (blank plots offline). Panel's stylesheet URLs may remain
+    (styling only: the plots draw without them, see the Chromium check below)."""
+    pages = _plot_pages()
+    assert len(pages) >= 8, [p.name for p in pages]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "cdn.bokeh.org/bokeh/release" not in text and "cdn.holoviz.org/panel/1.9.4/dist/panel.min.js" not in text
+        assert "Bokeh Contributors" in text and "register_models" in text, page.name
+
+
+@pytest.mark.slow
+@requires_chromium
+def test_the_committed_copies_draw_their_plots_with_no_network():
+    """Each committed copy with a plot, opened in headless Chromium with every host unresolvable, paints a figure."""
+    blank = []
+    for page in _plot_pages():
+        driver = headless_chromium("1200,900", 120, "--host-resolver-rules=MAP * ~NOTFOUND")
+        try:
+            driver.get(f"file://{page}")
+            deadline, painted = time.time() + 60, 0
+            while time.time() < deadline and not painted:
+                painted = driver.execute_script(N_FIGURES)
+                time.sleep(0.5)
+        finally:
+            driver.quit()
+        if not painted:
+            blank.append(page.name)
+    assert not blank, blank
