@@ -276,9 +276,10 @@ class Stage3Config(TrainingCommon):
     num_generations: int = field(default=4, metadata={"help": "group size G: candidates sampled per task", "min": 2,
                                                       **CANDIDATES_MAX})
     max_completion_length: int = field(default=96, metadata={"help": "tokens per sampled plan", "min": 8, **TOKENS_MAX})
-    micro_batch: int | None = field(default=None, metadata={
-        "help": "completions per loss forward and backward, accumulated over the group (divides num_generations): "
-                "peak memory scales with it, not with the group; default: the whole group at once", "min": 1,
+    micro_batch: int | None = field(default=1, metadata={
+        "help": "completions per loss forward and backward, accumulated over the group (divides num_generations; "
+                "None: the whole group at once): peak memory scales with it, not with the group (CPU default 1: a "
+                "group of 4 plan prompts of 1.3-1.5k tokens in one forward took Stage III past 21 GB)", "min": 1,
         **CANDIDATES_MAX})
     k_references: int = field(default=3, metadata={"help": "references from the starting bank in each plan prompt "
                                                              "(as Stage I's data and JIT inference)", "min": 0, **REFERENCES_MAX})
@@ -369,9 +370,10 @@ class EngineerGRPOConfig(TrainingCommon):
     num_generations: int = field(default=4, metadata={"help": "group size K: patches sampled per packet", "min": 2,
                                                       **CANDIDATES_MAX})
     max_completion_length: int = field(default=256, metadata={"help": "tokens per sampled patch", "min": 8, **TOKENS_MAX})
-    micro_batch: int | None = field(default=None, metadata={
-        "help": "completions per loss forward and backward, accumulated over the group (divides num_generations): "
-                "peak memory scales with it, not with the group; default: the whole group at once", "min": 1,
+    micro_batch: int | None = field(default=1, metadata={
+        "help": "completions per loss forward and backward, accumulated over the group (divides num_generations; "
+                "None: the whole group at once): peak memory scales with it, not with the group (CPU default 1: a "
+                "group of 4 plan prompts of 1.3-1.5k tokens in one forward took Stage III past 21 GB)", "min": 1,
         **CANDIDATES_MAX})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
     beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})

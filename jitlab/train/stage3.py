@@ -303,7 +303,7 @@ def policy_chain(cfg, example: str) -> tuple[str, list]:
 
 def grpo_batching(cfg) -> dict:
     """GRPOConfig's batch fields for ``cfg.grad_accum`` groups of ``cfg.num_generations`` per optimizer step, the loss
-    computed ``cfg.micro_batch`` completions at a time (default: a whole group): TRL generates the whole batch at once
+    computed ``cfg.micro_batch`` completions at a time (None: a whole group): TRL generates the whole batch at once
     (``steps_per_generation`` = the accumulation steps) and accumulates the gradient over its micro-batches, so the
     update is the same and the peak memory of the forward and backward scales with the micro-batch."""
     micro = cfg.micro_batch or cfg.num_generations
