@@ -22,7 +22,8 @@ def test_help_does_not_import_torch():
     (["run", "--suite", "toy", "--harness", "nope", "--backbone", "scripted:look"], "unknown harness 'nope'; available: .*react"),
     (["run", "--suite", "toy", "--backbone", "gpt5-please"], "unknown backbone 'gpt5-please'; available: .*embedded"),
     (["run", "--suite", "toy", "--backbone", "scripted:nope"], "unknown scripted backbone"),
-    (["run", "--suite", "toy", "--split", "train", "--backbone", "scripted:look"], "unknown split 'train'; available: dev, test"),
+    (["run", "--suite", "toy", "--split", "holdout", "--backbone", "scripted:look"],
+     "unknown split 'holdout'; available: dev, test, train"),
 ])
 def test_unknown_names_list_available(args, message, capsys, tmp_path):
     assert main(args + ["--out", str(tmp_path / "r")]) == 2
