@@ -34,6 +34,15 @@ def _render(tmp_path, tables: bool = False) -> str:
     return str(tmp_path / "html" / "plots.html")
 
 
+def _painted(driver, seconds: float) -> int:
+    """The bokeh figures the open page has painted, polled until one has or ``seconds`` pass."""
+    deadline, painted = time.time() + seconds, 0
+    while time.time() < deadline and not painted:
+        painted = driver.execute_script(N_FIGURES)
+        time.sleep(0.5)
+    return painted
+
+
 def test_html_copies_hold_bokehjs_inline(tmp_path):
     """jitlab batch NB --grid notebooks/grids/defaults.yaml --out o --html docs/notebooks: before, each page loaded
     BokehJS from https://cdn.bokeh.org/bokeh/release/bokeh-<version>.min.js (blank plots offline)."""
@@ -51,10 +60,7 @@ def test_html_copies_draw_their_plots_with_no_network(tmp_path):
     driver = headless_chromium("1200,900", 60, "--host-resolver-rules=MAP * ~NOTFOUND")
     try:
         driver.get(f"file://{page}")
-        deadline, painted = time.time() + 30, 0
-        while time.time() < deadline and not painted:
-            painted = driver.execute_script(N_FIGURES)
-            time.sleep(0.5)
+        painted = _painted(driver, 30)
         tables = driver.execute_script(
             "function walk(r, out){ for (const el of r.querySelectorAll('*')) { out.push(el); if (el.shadowRoot) "
             "walk(el.shadowRoot, out); } return out; } return walk(document, []).filter(e => "
@@ -93,10 +99,7 @@ def test_the_committed_copies_draw_their_plots_with_no_network():
         driver = headless_chromium("1200,900", 120, "--host-resolver-rules=MAP * ~NOTFOUND")
         try:
             driver.get(f"file://{page}")
-            deadline, painted = time.time() + 60, 0
-            while time.time() < deadline and not painted:
-                painted = driver.execute_script(N_FIGURES)
-                time.sleep(0.5)
+            painted = _painted(driver, 60)
         finally:
             driver.quit()
         if not painted:
