@@ -30,3 +30,24 @@ def evidence(tmp_path, monkeypatch):
     return runs, str(tmp_path / "compose.sqlite"), COMPOSE
 
 
+
+
+@pytest.fixture(scope="session")
+def embedded_tokens():
+    """Counts the tokens of chat ``messages`` as the embedded SmolLM2 sees them (its own tokenizer and chat template);
+    skips when the model package is missing."""
+    from jitlab.errors import ModelPackageMissing
+    from jitlab.llm.hf import embedded_gguf_path
+    try:
+        gguf = embedded_gguf_path()
+    except ModelPackageMissing as exc:
+        pytest.skip(str(exc))
+    from transformers import AutoTokenizer
+
+    from jitlab.llm.hf.load import materialize_gguf
+    tokenizer = AutoTokenizer.from_pretrained(materialize_gguf(gguf), local_files_only=True)
+
+    def count(messages):
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return count

@@ -4,31 +4,12 @@ defaults stopped with "max_length 1024 leaves no room for the completion in any 
 suite's first dev task, with the references a B0 bank retrieves, as Stage I data and Stage II data build them."""
 import pytest
 
-from jitlab.errors import ModelPackageMissing
-
 PLAN_TOKENS = 100   # a plan is 45-75 tokens (jitlab.jit.generate.plan); the evaluation allows 96
 
 
-@pytest.fixture(scope="module")
-def tokens():
-    from jitlab.llm.hf import embedded_gguf_path
-    try:
-        gguf = embedded_gguf_path()
-    except ModelPackageMissing as exc:
-        pytest.skip(str(exc))
-    from transformers import AutoTokenizer
-
-    from jitlab.llm.hf.load import materialize_gguf
-    tokenizer = AutoTokenizer.from_pretrained(materialize_gguf(gguf), local_files_only=True)
-
-    def count(messages):
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return count
-
-
 @pytest.mark.parametrize("suite_name", ["textworld", "babyai", "dbbench"])
-def test_a_plan_prompt_and_a_plan_repair_prompt_fit_the_default_max_length(tmp_path, tokens, suite_name):
+def test_a_plan_prompt_and_a_plan_repair_prompt_fit_the_default_max_length(tmp_path, embedded_tokens, suite_name):
+    tokens = embedded_tokens
     from jitlab.envs.base import get_suite
     from jitlab.jit.bank import Bank
     from jitlab.jit.generate import get_generator, references

@@ -79,28 +79,15 @@ def test_bad_options_are_config_errors(tmp_path):
         build_stage2(Stage2DataConfig(only=["nope"], suite="toy"), tmp_path / "x")
 
 
-def test_a_thin_repair_prompt_fits_the_embedded_models_context_and_its_reply_restores_the_file(tmp_path):
+def test_a_thin_repair_prompt_fits_the_embedded_models_context_and_its_reply_restores_the_file(tmp_path, embedded_tokens):
     """A real repair prompt: a fault injected into the largest seed, its diagnostic from the sandbox validator, the
     prompt code:<backbone> sends; counted with the embedded SmolLM2 tokenizer (8,192-token context)."""
     from jitlab.envs.base import get_suite
-    from jitlab.errors import ModelPackageMissing
     from jitlab.jit.generate import Candidate, get_generator, parse_blocks
     from jitlab.jit.repair import RepairConfig, validate_files
-    from jitlab.llm.hf import embedded_gguf_path
     from jitlab.sandbox import probe
     from jitlab.train.repair_data import repair_prompt
-    try:
-        gguf = embedded_gguf_path()
-    except ModelPackageMissing as exc:
-        pytest.skip(str(exc))
-    from transformers import AutoTokenizer
-
-    from jitlab.llm.hf.load import materialize_gguf
-    tokenizer = AutoTokenizer.from_pretrained(materialize_gguf(gguf), local_files_only=True)
-
-    def tokens(messages):
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    tokens = embedded_tokens
     suite = get_suite("textworld")
     task = suite.tasks("dev")[0]
     files = read_files(seed_bank_dir() / "aorchestra")
