@@ -78,7 +78,13 @@ def test_common_pairs_on_the_tasks_both_finished_and_still_refuses_none_in_commo
     with pytest.raises(ConfigError, match="no task/seed pair finished in both"):
         compare_runs([REACT, other_seed], common=True)
     assert main(["compare", str(REACT), str(fewer), "--common"]) == 0
-    assert "on the 9 pairs both finished; left out 1 only in textworld-react, 0 only in fewer" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "on the 9 pairs both finished; left out 1 only in textworld-react, 0 only in fewer" in out
+    assert "paired on 9 task/seed pairs" in out
+    fewest = _copy(tmp_path, "fewest", lambda eps: eps[eps["task_id"] != gone].iloc[1:])
+    assert main(["compare", str(REACT), str(fewer), str(fewest), "--common"]) == 0
+    out = capsys.readouterr().out   # rows on 9 and 8 pairs: the header names no single count
+    assert "paired on the task/seed pairs of each row (tasks)" in out and "paired on 9" not in out
 
 
 def test_runs_with_other_budgets_or_split_are_refused(tmp_path):

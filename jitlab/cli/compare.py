@@ -22,7 +22,9 @@ def cmd_compare(args) -> int:
     for r in runs:
         print(format_card(r.card, r.label))
     from jitlab.viz.compare import compare_markdown, write_comparison
-    print(f"\npaired on {table['n_tasks'].iloc[0]} task/seed pairs (B vs A = {runs[0].label}; McNemar exact, "
+    counts = sorted(set(table["n_tasks"]))   # with --common each pair has its own count (the table's tasks column)
+    on = f"{counts[0]} task/seed pairs" if len(counts) == 1 else "the task/seed pairs of each row (tasks)"
+    print(f"\npaired on {on} (B vs A = {runs[0].label}; McNemar exact, "
           f"two-sided; Δ = B − A with {args.level:.0%} paired bootstrap intervals):\n")
     for other in runs[1:] if args.common else ():
         ka, kb = set(runs[0].episodes.index), set(other.episodes.index)

@@ -15,8 +15,9 @@ from jitlab.train.faults import CODE_FAULTS, PLAN_FAULTS, inject, inject_plan
 from jitlab.train.repair_data import build_stage2
 
 
-@pytest.fixture
-def data(tmp_path):
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):  # built once: the three tests below only read it
+    tmp_path = tmp_path_factory.mktemp("stage2")
     from jitlab.sandbox import probe
     cfg = Stage2DataConfig(suite="toy", only=["react", "hiagent", "agentfold"], heldout_seeds=["hiagent"],
                            heldout_ops=["param_type"], allow_unisolated=not probe()[0])
