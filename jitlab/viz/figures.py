@@ -417,7 +417,8 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
                  formats=("png", "pdf", "html"), baseline: str = "react", resources: str = "cdn") -> list[dict]:
     """Write every figure the given runs support into ``out`` and (re)write ``out/README.md``.
 
-    Per suite: Figure 6 (if it has JIT runs), Figure 4 (any runs), Figure 5 (a ``baseline`` run and a
+    Per suite (per suite and split when its runs span several splits, e.g. test and a holdout: stems then end in
+    ``-<split>``): Figure 6 (if it has JIT runs), Figure 4 (any runs), Figure 5 (a ``baseline`` run and a
     JIT run on the same backbone); the seed-bank table (fixed-harness runs); the case-study anatomy diagrams
     (``out/case_studies/``, from code). Returns the index entries."""
     out = Path(out)
@@ -435,10 +436,16 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
                         "command": command, "runs": sorted(sub["run"].unique().tolist()),
                         "numbers": numbers, "generated": _dt.datetime.now().isoformat(timespec="seconds"), **more})
 
-    for suite, sub in df.groupby("suite", sort=True):
+    df["split"] = df["settings"].str.extract(r"(?:^| )split=(\S+)", expand=False)
+    several = df.groupby("suite")["split"].transform("nunique") > 1
+    # a suite whose runs span splits (test and a holdout) gets one set of figures per split: never pooled (a run
+    # that records no split, e.g. an old fixture, pools with the others when there is one split)
+    df["panel"] = df["suite"].where(~several, df["suite"].astype(str) + " (" + df["split"].astype(str) + ")")
+    for panel, sub in df.groupby("panel", sort=True):
+        suite, slug = panel, _slug(panel.replace(" (", "-").rstrip(")"))
         jit = sub[sub["mode"].isin(JIT_MODES)]
         if not jit.empty:
-            stem = f"fig6_stream_{_slug(suite)}"
+            stem = f"fig6_stream_{slug}"
             files = save(fig_stream(jit, window, title=suite), out / stem, formats, resources)
             fa = final_accuracy(jit)[["backbone", "mode", "n_tasks", "final_accuracy", "final_accuracy_lo",
                                       "final_accuracy_hi", "cost_per_task", "tool_calls_per_task"]]
@@ -447,7 +454,7 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
                 "and tool calls as a "
                 f"{window}-task rolling mean with ± rolling std band.", jit, markdown_table(fa),
                 final_accuracy=[{"suite": suite, **r} for r in fa.to_dict("records")])
-        stem = f"fig4_pareto_{_slug(suite)}"
+        stem = f"fig4_pareto_{slug}"
         p = pairings(sub)
         front = pareto_frontier(p)
         p["on_frontier"] = p.index.isin(front.index)
@@ -460,7 +467,7 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
                               "on_frontier"]]))
         gains = jit_gain(sub, baseline)
         if not gains.empty:
-            stem = f"fig5_jit_gain_{_slug(suite)}"
+            stem = f"fig5_jit_gain_{slug}"
             files = save(fig_jit_gain(sub, baseline, title=suite), out / stem, formats, resources)
             add(stem, files, f"Figure 5 ({suite}): JIT vs {baseline} per backbone",
                 "Success rate of the baseline and each JIT mode per backbone with Wilson 95% error bars; the gain "

@@ -160,3 +160,18 @@ def test_jit_runs_of_different_generators_stay_two_points_in_the_comparison_view
     assert sorted(points["method"]) == ["jit-streaming · compose", "jit-streaming · plan:embedded"]
     assert list(points["n"]) == [4, 4]
     assert set(F.pairings(F.collect([a]))["method"]) == {"jit-streaming"}   # one generator: the name is unchanged
+
+
+def test_a_suite_whose_runs_span_two_splits_gets_figures_per_split(runs, tmp_path):
+    """Issue 29: `jitlab figures --runs results/small-model-jit` pooled the TextWorld test and holdout streams into
+    one Figure 4 point (30/36 and 28/36 drawn as 58/72); each split now has its own figures."""
+    from jitlab.runner import RunConfig, run
+    test_run = run(RunConfig(suite="toy", harness="react", backbone="scripted:pick-hash", split="test", limit=3,
+                             out=str(tmp_path / "react-test"), quiet=True))
+    entries = F.make_figures([runs / "react", test_run], tmp_path / "figs", formats=("png",))
+    stems = [e["stem"] for e in entries]
+    assert "fig4_pareto_toy-dev" in stems and "fig4_pareto_toy-test" in stems and "fig4_pareto_toy" not in stems
+    numbers = {e["stem"]: e.get("numbers") for e in entries}
+    n_dev = len(F.collect([runs / "react"]))
+    assert f"| react | scripted:pick-hash | {n_dev} |" in numbers["fig4_pareto_toy-dev"]
+    assert "| react | scripted:pick-hash | 3 |" in numbers["fig4_pareto_toy-test"]
