@@ -47,7 +47,7 @@ __all__ = ["collect", "expand_runs", "stream_curves", "final_accuracy", "pairing
            "jit_gain", "seed_bank_table", "fig_stream", "fig_pareto", "fig_jit_gain", "save",
            "write_table", "make_figures", "register", "write_readme", "RUN_COLUMNS", "EXTRA_COLUMNS"]
 
-RUN_COLUMNS = ["run", "run_name", "suite", "harness", "backbone", "mode", "method", "run_generator", "settings"]
+RUN_COLUMNS = ["run", "run_name", "suite", "split", "harness", "backbone", "mode", "method", "run_generator", "settings"]
 # the config fields that make runs of one harness comparable (one seed-bank cell averages only runs that agree)
 SETTINGS = ("split", "family", "offset", "limit", "seed", "max_steps", "max_tokens")
 EXTRA_COLUMNS = ["stream_index", "generator", "gen_tokens", "select_tokens", "repair_tokens", "exec_tokens",
@@ -103,7 +103,7 @@ def collect(run_dirs, include_unfinished: bool = False):
         harness = config.get("harness") or ("jit" if mode in JIT_MODES else "?")
         harness = Path(str(harness)).name
         eps["run"], eps["run_name"] = str(run_dir), Path(run_dir).name
-        eps["suite"], eps["backbone"] = config.get("suite"), config.get("backbone")
+        eps["suite"], eps["split"], eps["backbone"] = config.get("suite"), config.get("split"), config.get("backbone")
         eps["harness"], eps["mode"] = harness, mode
         eps["method"] = f"jit-{mode}" if mode in JIT_MODES else harness
         eps["run_generator"] = config.get("generator") if mode in JIT_MODES else None
@@ -172,10 +172,10 @@ def final_accuracy(df):
 
 
 def pairings(df, by=()):
-    """One row per (suite, method, backbone) (and ``by`` columns): n, score (success rate) with its Wilson 95%
-    interval (score_lo/_hi), cost_per_case and tokens_per_case with bootstrap 95% intervals (``_lo``/``_hi``),
-    tool_calls_per_case."""
-    keys = ["suite", "method", "backbone", *by]
+    """One row per (suite, split, method, backbone) (and ``by`` columns; a test and a holdout run are never
+    pooled): n, score (success rate) with its Wilson 95% interval (score_lo/_hi), cost_per_case and
+    tokens_per_case with bootstrap 95% intervals (``_lo``/``_hi``), tool_calls_per_case."""
+    keys = ["suite", *(["split"] if "split" in df else []), "method", "backbone", *by]
     rows = df.groupby(keys, sort=True, dropna=False).agg(
         n=("success", "size"), score=("success", "mean"), cost_per_case=("cost", "mean"),
         tokens_per_case=("tokens", "mean"), tool_calls_per_case=("tool_calls", "mean")).reset_index()
@@ -204,7 +204,10 @@ def jit_gain(df, baseline: str = "react"):
     base = p[p["method"] == baseline]
     rows = []
     for _, b in base.iterrows():
-        jit = p[(p["suite"] == b["suite"]) & (p["backbone"] == b["backbone"]) & p["method"].str.startswith("jit-")]
+        same = (p["suite"] == b["suite"]) & (p["backbone"] == b["backbone"])
+        if "split" in p:
+            same &= p["split"].fillna("") == ("" if pd.isna(b["split"]) else b["split"])
+        jit = p[same & p["method"].str.startswith("jit-")]
         for _, j in jit.iterrows():
             rows.append({"suite": b["suite"], "backbone": b["backbone"], "jit": j["method"],
                          "baseline": baseline, "baseline_score": b["score"], "jit_score": j["score"],
@@ -436,7 +439,6 @@ def make_figures(run_dirs, out: str | Path = "figures", command: str | None = No
                         "command": command, "runs": sorted(sub["run"].unique().tolist()),
                         "numbers": numbers, "generated": _dt.datetime.now().isoformat(timespec="seconds"), **more})
 
-    df["split"] = df["settings"].str.extract(r"(?:^| )split=(\S+)", expand=False)
     several = df.groupby("suite")["split"].transform("nunique") > 1
     # a suite whose runs span splits (test and a holdout) gets one set of figures per split: never pooled (a run
     # that records no split, e.g. an old fixture, pools with the others when there is one split)

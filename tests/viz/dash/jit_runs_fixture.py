@@ -33,7 +33,7 @@ def make_jit_run(out, mode: str, n: int = 12, suite: str = "toy", backbone: str 
     """Write (or extend) a fake JIT run with tasks ``start..start+n-1``; the last ``running`` of them
     are left unfinished (status ``running``, as a run still writing leaves them)."""
     out = Path(out)
-    store = RunStore(out, {"suite": suite, "backbone": backbone, "mode": mode, "harness": "jit", "seed": seed,
+    store = RunStore(out, {"suite": suite, "split": "dev", "backbone": backbone, "mode": mode, "harness": "jit", "seed": seed,
                            "generator": generator, "fixture": "tests/viz/dash/jit_runs_fixture.py"})
     rng = random.Random(f"{mode}-{seed}")
     for _ in range(start * 3):
