@@ -32,7 +32,7 @@ demo: setup
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15   # the slowest 15 listed: the default run stays under ~15 min
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
