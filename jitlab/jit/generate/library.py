@@ -29,7 +29,8 @@ subclass (a code generator's own methods); ``case_study_mechanisms`` names, per 
 
 Fits (``FITS``): what the small-model mechanisms need of a task and what they say they suit, read from the task's
 public text and tools only (never its suite, family or id): ``tools`` an option needs (SqlAction: ``execute_sql`` and
-``commit_answer``), ``words`` of the task's text it suits (EgocentricPlanner: ``steps``, ``left``, ``ahead``...), and
+``commit_answer``; LikelihoodAction: the one-command tool ``act`` whose admissible candidates it chooses among),
+``words`` of the task's text it suits (EgocentricPlanner: ``steps``, ``left``, ``ahead``...), and
 ``partners``: options it works best with in another role (LikelihoodAction takes its prior from a planner's
 ``Directive.data["prior"]``; the prior planners take FullHistory, whose view keeps the observation events they
 parse), and ``params``, the preset compose sets when it picks the option (EgocentricPlanner's bonus 8, from the dev
@@ -117,8 +118,11 @@ _TEXT_GAME = ("admissible", "command", "commands", "room", "rooms", "game", "tak
 # the small-model mechanisms' declared fits (each module's docstring says why, under "Couplings")
 FITS = {
     # "auto" states: the task's text does not say whether its observations name rooms
-    "jitlab.modules.likelihood:LikelihoodAction": Fit(words=_TEXT_GAME, partners={"P": _PRIOR_PLANNERS},
-                                                      params={"state": "auto"}, prompt="choose"),
+    # tools: it chooses among the admissible candidates of a one-command tool; without one it can only send 'look'
+    # (DBBench test stream: a mutation put it beside execute_sql, which got 'look' 15 times)
+    "jitlab.modules.likelihood:LikelihoodAction": Fit(tools=("act",), words=_TEXT_GAME,
+                                                      partners={"P": _PRIOR_PLANNERS}, params={"state": "auto"},
+                                                      prompt="choose"),
     "jitlab.modules.grounding:GroundedPlanner": Fit(words=("recipe", "cookbook", "meal", "find", "take", "goal",
                                                            "room", "rooms", "admissible"),
                                                     partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",),

@@ -88,6 +88,28 @@ def test_fit_reads_tools_and_text_never_suite_family_or_id():
     ego = "jitlab.modules.egocentric:EgocentricPlanner"
     assert fit(ego, GRID_TASK) > fit(ego, SQL_TASK) == 0
     assert fit("jitlab.modules.basic:ReActAction", GRID_TASK) == 0        # no declared fit: no bonus
+    likelihood = "jitlab.modules.likelihood:LikelihoodAction"              # chooses among act's candidates
+    assert fit(likelihood, GAME_TASK) > 0 and fit(likelihood, SQL_TASK) is None
+
+
+def test_a_mutation_of_the_sql_design_never_re_picks_an_action_that_needs_act():
+    """Issue 29 (DBBench test stream): a mutation re-picked A = LikelihoodAction beside ``execute_sql``; with no
+    admissible candidates it sent ``look`` as SQL for 15 steps. An action needing a tool the task lacks is not an
+    option for that task, in a re-pick as in the first pick."""
+    import random
+    likes = LikesLikelihood()   # the backbone ranks it first among the actions: only the missing tool can exclude it
+    gen = ComposeGenerator(likes, ComposeConfig(strategy="score", mutate_params=0.0))
+    parent = choices_of(gen.generate(SQL_TASK, [], index=0).files)
+    assert parent["A"].path == "jitlab.modules.sql:SqlAction"
+    picked = {gen._mutate(parent, SQL_TASK, likes, random.Random(i))[0]["A"].path for i in range(60)}
+    assert len(picked) > 1 and "jitlab.modules.likelihood:LikelihoodAction" not in picked
+
+
+class LikesLikelihood(Uniform):
+    """TEST DOUBLE: the likelihood action's label scores above every other option's."""
+
+    def score(self, messages, candidates):
+        return [5.0 if c == "likelihood action" else 0.0 for c in candidates]
 
 
 def test_compose_picks_the_mechanisms_that_fit_the_task():
