@@ -32,6 +32,10 @@ TOKENS_MAX = {"max": 131_072, "max_why": "one example's activations grow with it
 PLAN_MAX_LENGTH = 2048
 BATCH_MAX = {"max": 1024, "max_why": "each row holds max_length tokens of activations"}
 RANK_MAX = {"max": 1024, "max_why": "the adapters' parameters grow with the rank"}
+# the GRPO configs' micro_batch (Stage III and the engineer share check_micro_batch and this help)
+MICRO_BATCH_HELP = ("completions per loss forward and backward, accumulated over the group (divides num_generations; "
+                    "None: the whole group at once): peak memory scales with it, not with the group (CPU default 1: "
+                    "a group of 4 plan prompts of 1.3-1.5k tokens in one forward took Stage III past 21 GB)")
 
 
 def check_micro_batch(cfg) -> None:
@@ -276,11 +280,7 @@ class Stage3Config(TrainingCommon):
     num_generations: int = field(default=4, metadata={"help": "group size G: candidates sampled per task", "min": 2,
                                                       **CANDIDATES_MAX})
     max_completion_length: int = field(default=96, metadata={"help": "tokens per sampled plan", "min": 8, **TOKENS_MAX})
-    micro_batch: int | None = field(default=1, metadata={
-        "help": "completions per loss forward and backward, accumulated over the group (divides num_generations; "
-                "None: the whole group at once): peak memory scales with it, not with the group (CPU default 1: a "
-                "group of 4 plan prompts of 1.3-1.5k tokens in one forward took Stage III past 21 GB)", "min": 1,
-        **CANDIDATES_MAX})
+    micro_batch: int | None = field(default=1, metadata={"help": MICRO_BATCH_HELP, "min": 1, **CANDIDATES_MAX})
     k_references: int = field(default=3, metadata={"help": "references from the starting bank in each plan prompt "
                                                              "(as Stage I's data and JIT inference)", "min": 0, **REFERENCES_MAX})
     format: str = field(default="plan", metadata={"help": "what the policy samples: plans or harness files (code)",
@@ -370,11 +370,7 @@ class EngineerGRPOConfig(TrainingCommon):
     num_generations: int = field(default=4, metadata={"help": "group size K: patches sampled per packet", "min": 2,
                                                       **CANDIDATES_MAX})
     max_completion_length: int = field(default=256, metadata={"help": "tokens per sampled patch", "min": 8, **TOKENS_MAX})
-    micro_batch: int | None = field(default=1, metadata={
-        "help": "completions per loss forward and backward, accumulated over the group (divides num_generations; "
-                "None: the whole group at once): peak memory scales with it, not with the group (CPU default 1: a "
-                "group of 4 plan prompts of 1.3-1.5k tokens in one forward took Stage III past 21 GB)", "min": 1,
-        **CANDIDATES_MAX})
+    micro_batch: int | None = field(default=1, metadata={"help": MICRO_BATCH_HELP, "min": 1, **CANDIDATES_MAX})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the group", "min_exclusive": 0})
     beta: float = field(default=0.0, metadata={"help": "KL weight (0: no reference model, TRL's default)", "min": 0})
     num_iterations: int = field(default=1, metadata={"help": "clipped updates per generated group (mu)", "min": 1})

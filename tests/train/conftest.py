@@ -30,8 +30,6 @@ def evidence(tmp_path, monkeypatch):
     return runs, str(tmp_path / "compose.sqlite"), COMPOSE
 
 
-
-
 @pytest.fixture(scope="session")
 def embedded_tokens():
     """Counts the tokens of chat ``messages`` as the embedded SmolLM2 sees them (its own tokenizer and chat template);
