@@ -149,7 +149,7 @@ _PARAM_TYPES = (bool, int, float, str)
 # a library traceback's file -> the role its classes play
 _LIBRARY_FILE_ROLE = {"memory.py": "M", "planning.py": "P", "policy.py": "F", "action.py": "A", "hooks.py": "H",
                       "likelihood.py": "A", "sql.py": "A", "navigation.py": "P", "grounding.py": "P",
-                      "egocentric.py": "P", "realisation.py": "H"}
+                      "egocentric.py": "P", "realisation.py": "H", "sqlground.py": "A"}
 
 
 @dataclass(frozen=True)
