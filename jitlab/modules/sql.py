@@ -50,7 +50,6 @@ the margin; an answer that is part of a cell (a name inside ``Drivers``) is comm
 """
 from __future__ import annotations
 
-import ast
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -67,6 +66,7 @@ from jitlab.modules.sqlground import (
     phrases,
     probe_sql,
     question_of,
+    result_rows,
     table_values,
     update_values,
     where_options,
@@ -138,7 +138,7 @@ def _counted(question: str, columns: list[str]) -> str:
 def numeric_columns(peek_result: str, columns: list[str]) -> set[str]:
     """The columns whose values in a ``SELECT *`` result (in ``columns``' order) are mostly numbers (at least half
     of the rows; commas allowed: ``21,000``; a ``—`` row does not disqualify a column)."""
-    rows = [row for row in _rows(peek_result) if len(row) == len(columns)]
+    rows = [row for row in result_rows(peek_result) if len(row) == len(columns)]
     return {c for i, c in enumerate(columns)
             if rows and 2 * sum(bool(re.fullmatch(r"-?[\d,]*\.?\d+", str(row[i]).strip())) for row in rows) >= len(rows)}
 
@@ -242,26 +242,12 @@ def repair(sql: str, table: str, columns: list[str]) -> str:
     return next((v for v in variants if not check_sql(v, table, columns)), "")
 
 
-def _rows(result: str) -> list[tuple]:
-    rows = []
-    for line in str(result).splitlines():
-        line = line.strip()
-        if line.startswith("("):
-            try:
-                value = ast.literal_eval(line)
-            except (ValueError, SyntaxError):
-                continue
-            if isinstance(value, tuple):
-                rows.append(value)
-    return rows
-
-
 def answer_from(result: str):
     """A commit answer from a query result: one value as a string, several as a list of strings; None when the
     result is an error, has no rows, or is not a query result."""
     if not str(result).startswith("Columns:"):
         return None
-    values = [("none" if v is None else str(v)) for row in _rows(result) for v in row]
+    values = [("none" if v is None else str(v)) for row in result_rows(result) for v in row]
     if not values or set(values) == {"none"}:   # no rows, or only NULLs: keep looking (the margin commits none)
         return None
     return values[0] if len(values) == 1 else values

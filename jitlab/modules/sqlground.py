@@ -29,7 +29,7 @@ import ast
 import re
 
 __all__ = ["STOPWORDS", "answer_columns", "assign_values", "comparisons", "conditions", "insert_values", "phrases",
-           "probe_sql", "question_of", "table_values", "update_values", "values_in", "where_options"]
+           "probe_sql", "question_of", "result_rows", "table_values", "update_values", "values_in", "where_options"]
 
 _OPS = {"<": r"smaller|less|fewer|lower|below|under|earlier|before", ">": r"larger|greater|more|higher|bigger|above|"
                                                                         r"over|later|after"}
@@ -121,18 +121,23 @@ def table_values(probe_result: str) -> set[str]:
     return {v for _, v in _pairs(probe_result) if not (v.startswith("%") and v.endswith("%"))}
 
 
-def _pairs(result: str) -> list[tuple[str, str]]:
-    pairs = []
+def result_rows(result: str) -> list[tuple]:
+    """The rows of an ``execute_sql`` result (``Columns: ...`` then one Python tuple per line)."""
+    rows = []
     for line in str(result).splitlines():
         line = line.strip()
         if line.startswith("("):
             try:
-                row = ast.literal_eval(line)
+                value = ast.literal_eval(line)
             except (ValueError, SyntaxError):
                 continue
-            if isinstance(row, tuple) and len(row) == 2 and row[1] is not None:
-                pairs.append((str(row[0]), str(row[1])))
-    return pairs
+            if isinstance(value, tuple):
+                rows.append(value)
+    return rows
+
+
+def _pairs(result: str) -> list[tuple[str, str]]:
+    return [(str(row[0]), str(row[1])) for row in result_rows(result) if len(row) == 2 and row[1] is not None]
 
 
 _NOT_VALUES = frozenset("a an the of in on at to for with and or is are was were be by as it its has have had no yes "

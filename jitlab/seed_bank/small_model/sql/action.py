@@ -340,19 +340,25 @@ def comparisons(question: str, columns: list[str]) -> list[tuple[str, str, tuple
     return out
 
 
-# library: jitlab.modules.sqlground._pairs
-def _pairs(result: str) -> list[tuple[str, str]]:
-    pairs = []
+# library: jitlab.modules.sqlground.result_rows
+def result_rows(result: str) -> list[tuple]:
+    """The rows of an ``execute_sql`` result (``Columns: ...`` then one Python tuple per line)."""
+    rows = []
     for line in str(result).splitlines():
         line = line.strip()
         if line.startswith("("):
             try:
-                row = ast.literal_eval(line)
+                value = ast.literal_eval(line)
             except (ValueError, SyntaxError):
                 continue
-            if isinstance(row, tuple) and len(row) == 2 and row[1] is not None:
-                pairs.append((str(row[0]), str(row[1])))
-    return pairs
+            if isinstance(value, tuple):
+                rows.append(value)
+    return rows
+
+
+# library: jitlab.modules.sqlground._pairs
+def _pairs(result: str) -> list[tuple[str, str]]:
+    return [(str(row[0]), str(row[1])) for row in result_rows(result) if len(row) == 2 and row[1] is not None]
 
 
 # library: jitlab.modules.sqlground._NOT_VALUES
@@ -419,28 +425,13 @@ def table_values(probe_result: str) -> set[str]:
     return {v for _, v in _pairs(probe_result) if not (v.startswith("%") and v.endswith("%"))}
 
 
-# library: jitlab.modules.sql._rows
-def _rows(result: str) -> list[tuple]:
-    rows = []
-    for line in str(result).splitlines():
-        line = line.strip()
-        if line.startswith("("):
-            try:
-                value = ast.literal_eval(line)
-            except (ValueError, SyntaxError):
-                continue
-            if isinstance(value, tuple):
-                rows.append(value)
-    return rows
-
-
 # library: jitlab.modules.sql.answer_from
 def answer_from(result: str):
     """A commit answer from a query result: one value as a string, several as a list of strings; None when the
     result is an error, has no rows, or is not a query result."""
     if not str(result).startswith("Columns:"):
         return None
-    values = [("none" if v is None else str(v)) for row in _rows(result) for v in row]
+    values = [("none" if v is None else str(v)) for row in result_rows(result) for v in row]
     if not values or set(values) == {"none"}:   # no rows, or only NULLs: keep looking (the margin commits none)
         return None
     return values[0] if len(values) == 1 else values
@@ -540,7 +531,7 @@ def update_values(question: str, columns: list[str], table: str = "", found: set
 def numeric_columns(peek_result: str, columns: list[str]) -> set[str]:
     """The columns whose values in a ``SELECT *`` result (in ``columns``' order) are mostly numbers (at least half
     of the rows; commas allowed: ``21,000``; a ``—`` row does not disqualify a column)."""
-    rows = [row for row in _rows(peek_result) if len(row) == len(columns)]
+    rows = [row for row in result_rows(peek_result) if len(row) == len(columns)]
     return {c for i, c in enumerate(columns)
             if rows and 2 * sum(bool(re.fullmatch(r"-?[\d,]*\.?\d+", str(row[i]).strip())) for row in rows) >= len(rows)}
 
