@@ -73,8 +73,8 @@ from jitlab.modules.sqlground import (
 )
 from jitlab.protocol import Context, Ctx, Decision
 
-__all__ = ["KEYWORDS", "SqlAction", "answer_from", "check_sql", "keywords", "repair", "schema_of", "select_prior",
-           "statement", "where_clauses"]
+__all__ = ["KEYWORDS", "SqlAction", "aggregates", "answer_from", "check_sql", "counted_column", "keywords",
+           "numeric_columns", "repair", "schema_of", "select_lists", "select_prior", "statement", "where_clauses"]
 
 KEYWORDS = ("SELECT", "UPDATE", "INSERT", "DELETE")
 _NAME = r"(?:`([^`]+)`|\"([^\"]+)\"|\[([^\]]+)\]|'([^']+)'|(\w+))"
@@ -178,7 +178,7 @@ def select_prior(task_text: str, columns: list[str], weight: float = 1.0, conds:
     bonus = {c: (weight if c in named else 0) + (weight if c in asked else 0) - (weight if c in taken else 0)
              for c in columns}
     prior = {_quote(c): b for c, b in bonus.items() if b}
-    if "COUNT(*)" in wanted:   # twice when it counts a column of text (``how many award-winning films``)
+    if "COUNT(*)" in wanted:   # three times when it counts a column of text (``how many award-winning films``)
         prior["COUNT(*)"] = weight * (3 if numeric is not None and _counted(question, columns) not in numeric |
                                       {""} else 1)
     for agg in wanted - {"COUNT(*)"}:

@@ -161,7 +161,7 @@ def select_prior(task_text: str, columns: list[str], weight: float = 1.0, conds:
     bonus = {c: (weight if c in named else 0) + (weight if c in asked else 0) - (weight if c in taken else 0)
              for c in columns}
     prior = {_quote(c): b for c, b in bonus.items() if b}
-    if "COUNT(*)" in wanted:   # twice when it counts a column of text (``how many award-winning films``)
+    if "COUNT(*)" in wanted:   # three times when it counts a column of text (``how many award-winning films``)
         prior["COUNT(*)"] = weight * (3 if numeric is not None and _counted(question, columns) not in numeric |
                                       {""} else 1)
     for agg in wanted - {"COUNT(*)"}:
