@@ -179,8 +179,8 @@ def select_prior(task_text: str, columns: list[str], weight: float = 1.0, conds:
              for c in columns}
     prior = {_quote(c): b for c, b in bonus.items() if b}
     if "COUNT(*)" in wanted:   # three times when it counts a column of text (``how many award-winning films``)
-        prior["COUNT(*)"] = weight * (3 if numeric is not None and _counted(question, columns) not in numeric |
-                                      {""} else 1)
+        counts_text = numeric is not None and _counted(question, columns) not in numeric | {""}
+        prior["COUNT(*)"] = weight * (3 if counts_text else 1)
     for agg in wanted - {"COUNT(*)"}:
         for c in columns:
             prior[_aggregate(agg, c)] = weight + max(0.0, bonus[c])
@@ -286,7 +286,7 @@ class SqlAction:
         self.conds: list | None = None   # grounded conditions, once the probe's result is in
         self.full, self.last_sql = "", ""   # the opening with every grounded condition; the statement sent last
         self.numeric: set | None = None    # the columns the peek showed numbers in
-        self.found: set[str] = set()       # the table's values the probe found in the question
+        self.sets: dict[str, str] = {}     # the new values an UPDATE instruction states, once the probe is in
         self.stated_sent = False           # the statement the instruction states was sent (once)
 
     def _messages(self, context: Context, ctx: Ctx, error: str = "") -> list[dict]:
@@ -304,7 +304,7 @@ class SqlAction:
             self.numeric = numeric_columns(text, self.columns) if text.startswith("Columns:") else None
         if sent == "probe":
             self.conds = conditions(self.question, self.columns, text)
-            self.found = table_values(text)
+            self.sets = update_values(self.question, self.columns, self.table, table_values(text))
         if sent == "model":
             answer = answer_from(text)
             if answer is not None:
@@ -330,14 +330,13 @@ class SqlAction:
         not set); unchanged when grounding found no condition."""
         head = re.split(r"\s+where\s+", sql.rstrip(";"), maxsplit=1, flags=re.IGNORECASE)[0]
         sets = {c for c in self.columns if re.search(r"[\"`\[]?" + re.escape(c) + r"[\"`\]]?\s*=", head)}
-        where = self._update_where(sets, set(update_values(self.question, self.columns, self.table,
-                                                           self.found).values())) if self.ground else []
+        where = self._update_where(sets, set(self.sets.values())) if self.ground else []
         return f"{head} WHERE {' AND '.join(where)};" if where else sql
 
     def _stated(self, keyword: str) -> str:
         """The whole statement when the instruction states it (``jitlab.modules.sqlground``): an INSERT's row
-        (``insert_values``), an UPDATE's new values (``assign_values``, none of them a value the table already
-        holds) with the grounded WHERE; "" otherwise or when SQLite's parser rejects it."""
+        (``insert_values``), an UPDATE's new values (``update_values``: what follows ``to``, or values the table
+        does not hold yet) with the grounded WHERE; "" otherwise or when SQLite's parser rejects it."""
         table = _quote(self.table)
         sql = ""
         if keyword == "INSERT" and self.table:
@@ -346,10 +345,9 @@ class SqlAction:
                 sql = (f"INSERT INTO {table} ({', '.join(_quote(c) for c in self.columns)}) "
                        f"VALUES ({', '.join(_literal(v) for v in row)});")
         if keyword == "UPDATE" and self.table:
-            sets = update_values(self.question, self.columns, self.table, self.found)
-            where = self._update_where(sets, set(sets.values()))
-            if sets and where:
-                sql = (f"UPDATE {table} SET {', '.join(f'{_quote(c)} = {_literal(v)}' for c, v in sets.items())} "
+            where = self._update_where(self.sets, set(self.sets.values()))
+            if self.sets and where:
+                sql = (f"UPDATE {table} SET {', '.join(f'{_quote(c)} = {_literal(v)}' for c, v in self.sets.items())} "
                        f"WHERE {' AND '.join(where)};")
         return sql if sql and not check_sql(sql, self.table, self.columns) else ""
 

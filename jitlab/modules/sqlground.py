@@ -55,6 +55,11 @@ def _spans(pattern: str, text: str) -> list[tuple[int, int]]:
     return [m.span() for m in re.finditer(pattern, text, re.IGNORECASE)]
 
 
+def _mentions(question: str, columns: list[str]) -> list[tuple[tuple[int, int], str]]:
+    """(span, column) of every place the question names a column, in order."""
+    return sorted((s, c) for c in columns for s in _spans(_name_pattern(c), question))
+
+
 def _name_pattern(column: str) -> str:
     return r"(?<![\w])" + r"\s*".join(re.escape(part) for part in column.split()) + r"(?:e?s)?(?![\w])"
 
@@ -240,8 +245,7 @@ def assign_values(question: str, columns: list[str], table: str = "", skip: set 
     values = [(v, s) for v, s in values_in(question, columns + [table]) if v not in skip]
     out: dict[str, str] = {}
     taken: set[tuple[int, int]] = set()
-    mentions = sorted((s, c) for c in columns for s in _spans(_name_pattern(c), question)
-                      if not any(a <= s[0] < b for _, (a, b) in values))
+    mentions = [(s, c) for s, c in _mentions(question, columns) if not any(a <= s[0] < b for _, (a, b) in values)]
     link = re.compile(_LINK % words, re.IGNORECASE)
     for (a, b), column in mentions:
         if column in out:
@@ -282,7 +286,7 @@ def update_values(question: str, columns: list[str], table: str = "", found: set
     yet), then each ``to <value>`` (quoted, a number, or Capitalised Words) for the column named last before
     it (``the winner of the award to 'Naomi Osaka'``, ``the host city ... to Bratislava``)."""
     sets = assign_values(question, columns, table, skip=found)
-    mentions = sorted((s, c) for c in columns for s in _spans(_name_pattern(c), question))
+    mentions = _mentions(question, columns)
     for m in _TO.finditer(question):
         value = next(g for g in m.groups() if g is not None).rstrip(".,;:")
         before = [c for (a, b), c in mentions if b <= m.start()]

@@ -152,8 +152,8 @@ def test_update_values_take_what_follows_to_for_the_column_named_before_it():
 def test_an_update_the_instruction_states_is_sent_with_the_grounded_where():
     action, ctx = _action(INSERT)
     action.question = "Change the location to 'Oakland' where the school is 'Burroughs'."
-    action.conds, action.found = [("School", "\"School\" = 'Burroughs'"), ("Location", "\"Location\" = 'Oakland'")], \
-        {"Burroughs", "Oakland"}
+    action.conds = [("School", "\"School\" = 'Burroughs'"), ("Location", "\"Location\" = 'Oakland'")]
+    action.sets = update_values(action.question, action.columns, action.table, {"Burroughs", "Oakland"})
     assert action._stated("UPDATE") == \
         "UPDATE \"School Location Table\" SET \"Location\" = 'Oakland' WHERE \"School\" = 'Burroughs';"
     action.conds = []                                       # no grounded WHERE: the model writes the statement

@@ -162,8 +162,8 @@ def select_prior(task_text: str, columns: list[str], weight: float = 1.0, conds:
              for c in columns}
     prior = {_quote(c): b for c, b in bonus.items() if b}
     if "COUNT(*)" in wanted:   # three times when it counts a column of text (``how many award-winning films``)
-        prior["COUNT(*)"] = weight * (3 if numeric is not None and _counted(question, columns) not in numeric |
-                                      {""} else 1)
+        counts_text = numeric is not None and _counted(question, columns) not in numeric | {""}
+        prior["COUNT(*)"] = weight * (3 if counts_text else 1)
     for agg in wanted - {"COUNT(*)"}:
         for c in columns:
             prior[_aggregate(agg, c)] = weight + max(0.0, bonus[c])
@@ -419,24 +419,6 @@ def conditions(question: str, columns: list[str], probe_result: str, near: int =
     return out
 
 
-# library: jitlab.modules.sqlground.table_values
-def table_values(probe_result: str) -> set[str]:
-    """The table's own values the probe found in the question (not the ``%phrase%`` matches)."""
-    return {v for _, v in _pairs(probe_result) if not (v.startswith("%") and v.endswith("%"))}
-
-
-# library: jitlab.modules.sql.answer_from
-def answer_from(result: str):
-    """A commit answer from a query result: one value as a string, several as a list of strings; None when the
-    result is an error, has no rows, or is not a query result."""
-    if not str(result).startswith("Columns:"):
-        return None
-    values = [("none" if v is None else str(v)) for row in result_rows(result) for v in row]
-    if not values or set(values) == {"none"}:   # no rows, or only NULLs: keep looking (the margin commits none)
-        return None
-    return values[0] if len(values) == 1 else values
-
-
 # library: jitlab.modules.sqlground._FILL
 _FILL = r"(?!and\b|or\b|in\b|at\b|for\b|from\b|the\b|with\b)[a-z]+"   # a word between a name and its value
 
@@ -464,6 +446,12 @@ def values_in(question: str, names: list[str]) -> list[tuple[str, tuple[int, int
     return sorted(out, key=lambda vs: vs[1])
 
 
+# library: jitlab.modules.sqlground._mentions
+def _mentions(question: str, columns: list[str]) -> list[tuple[tuple[int, int], str]]:
+    """(span, column) of every place the question names a column, in order."""
+    return sorted((s, c) for c in columns for s in _spans(_name_pattern(c), question))
+
+
 # library: jitlab.modules.sqlground.assign_values
 def assign_values(question: str, columns: list[str], table: str = "", skip: set = frozenset(),
                   words: int = 2) -> dict[str, str]:
@@ -473,8 +461,7 @@ def assign_values(question: str, columns: list[str], table: str = "", skip: set 
     values = [(v, s) for v, s in values_in(question, columns + [table]) if v not in skip]
     out: dict[str, str] = {}
     taken: set[tuple[int, int]] = set()
-    mentions = sorted((s, c) for c in columns for s in _spans(_name_pattern(c), question)
-                      if not any(a <= s[0] < b for _, (a, b) in values))
+    mentions = [(s, c) for s, c in _mentions(question, columns) if not any(a <= s[0] < b for _, (a, b) in values)]
     link = re.compile(_LINK % words, re.IGNORECASE)
     for (a, b), column in mentions:
         if column in out:
@@ -488,6 +475,37 @@ def assign_values(question: str, columns: list[str], table: str = "", skip: set 
             out[column] = pick[0]
             taken.add(pick[1])
     return out
+
+
+# library: jitlab.modules.sqlground._TO
+_TO = re.compile(r"\bto\s+(?:'(.+?)'(?![\w])|(-?\d(?:[\d,.:–-]*\d)?)(?![\w'])|((?:[A-Z][\w.'&-]*)(?:\s+[A-Z][\w.'&-]*)*))")
+
+
+# library: jitlab.modules.sqlground.update_values
+def update_values(question: str, columns: list[str], table: str = "", found: set = frozenset()) -> dict[str, str]:
+    """{column: new value} an UPDATE instruction states: ``assign_values`` (values the table does not hold
+    yet), then each ``to <value>`` (quoted, a number, or Capitalised Words) for the column named last before
+    it (``the winner of the award to 'Naomi Osaka'``, ``the host city ... to Bratislava``)."""
+    sets = assign_values(question, columns, table, skip=found)
+    mentions = _mentions(question, columns)
+    for m in _TO.finditer(question):
+        value = next(g for g in m.groups() if g is not None).rstrip(".,;:")
+        before = [c for (a, b), c in mentions if b <= m.start()]
+        if before and before[-1] not in sets and value not in sets.values():
+            sets[before[-1]] = value
+    return sets
+
+
+# library: jitlab.modules.sql.answer_from
+def answer_from(result: str):
+    """A commit answer from a query result: one value as a string, several as a list of strings; None when the
+    result is an error, has no rows, or is not a query result."""
+    if not str(result).startswith("Columns:"):
+        return None
+    values = [("none" if v is None else str(v)) for row in result_rows(result) for v in row]
+    if not values or set(values) == {"none"}:   # no rows, or only NULLs: keep looking (the margin commits none)
+        return None
+    return values[0] if len(values) == 1 else values
 
 
 # library: jitlab.modules.sqlground.insert_values
@@ -508,25 +526,6 @@ def insert_values(question: str, columns: list[str], table: str = "") -> list[st
     return [assigned[c] for c in columns]
 
 
-# library: jitlab.modules.sqlground._TO
-_TO = re.compile(r"\bto\s+(?:'(.+?)'(?![\w])|(-?\d(?:[\d,.:–-]*\d)?)(?![\w'])|((?:[A-Z][\w.'&-]*)(?:\s+[A-Z][\w.'&-]*)*))")
-
-
-# library: jitlab.modules.sqlground.update_values
-def update_values(question: str, columns: list[str], table: str = "", found: set = frozenset()) -> dict[str, str]:
-    """{column: new value} an UPDATE instruction states: ``assign_values`` (values the table does not hold
-    yet), then each ``to <value>`` (quoted, a number, or Capitalised Words) for the column named last before
-    it (``the winner of the award to 'Naomi Osaka'``, ``the host city ... to Bratislava``)."""
-    sets = assign_values(question, columns, table, skip=found)
-    mentions = sorted((s, c) for c in columns for s in _spans(_name_pattern(c), question))
-    for m in _TO.finditer(question):
-        value = next(g for g in m.groups() if g is not None).rstrip(".,;:")
-        before = [c for (a, b), c in mentions if b <= m.start()]
-        if before and before[-1] not in sets and value not in sets.values():
-            sets[before[-1]] = value
-    return sets
-
-
 # library: jitlab.modules.sql.numeric_columns
 def numeric_columns(peek_result: str, columns: list[str]) -> set[str]:
     """The columns whose values in a ``SELECT *`` result (in ``columns``' order) are mostly numbers (at least half
@@ -534,6 +533,12 @@ def numeric_columns(peek_result: str, columns: list[str]) -> set[str]:
     rows = [row for row in result_rows(peek_result) if len(row) == len(columns)]
     return {c for i, c in enumerate(columns)
             if rows and 2 * sum(bool(re.fullmatch(r"-?[\d,]*\.?\d+", str(row[i]).strip())) for row in rows) >= len(rows)}
+
+
+# library: jitlab.modules.sqlground.table_values
+def table_values(probe_result: str) -> set[str]:
+    """The table's own values the probe found in the question (not the ``%phrase%`` matches)."""
+    return {v for _, v in _pairs(probe_result) if not (v.startswith("%") and v.endswith("%"))}
 
 
 # library: jitlab.modules.sql._CHANGED
@@ -637,7 +642,7 @@ class SqlAction:
         self.conds: list | None = None   # grounded conditions, once the probe's result is in
         self.full, self.last_sql = "", ""   # the opening with every grounded condition; the statement sent last
         self.numeric: set | None = None    # the columns the peek showed numbers in
-        self.found: set[str] = set()       # the table's values the probe found in the question
+        self.sets: dict[str, str] = {}     # the new values an UPDATE instruction states, once the probe is in
         self.stated_sent = False           # the statement the instruction states was sent (once)
 
     def _messages(self, context: Context, ctx: Ctx, error: str = "") -> list[dict]:
@@ -655,7 +660,7 @@ class SqlAction:
             self.numeric = numeric_columns(text, self.columns) if text.startswith("Columns:") else None
         if sent == "probe":
             self.conds = conditions(self.question, self.columns, text)
-            self.found = table_values(text)
+            self.sets = update_values(self.question, self.columns, self.table, table_values(text))
         if sent == "model":
             answer = answer_from(text)
             if answer is not None:
@@ -681,14 +686,13 @@ class SqlAction:
         not set); unchanged when grounding found no condition."""
         head = re.split(r"\s+where\s+", sql.rstrip(";"), maxsplit=1, flags=re.IGNORECASE)[0]
         sets = {c for c in self.columns if re.search(r"[\"`\[]?" + re.escape(c) + r"[\"`\]]?\s*=", head)}
-        where = self._update_where(sets, set(update_values(self.question, self.columns, self.table,
-                                                           self.found).values())) if self.ground else []
+        where = self._update_where(sets, set(self.sets.values())) if self.ground else []
         return f"{head} WHERE {' AND '.join(where)};" if where else sql
 
     def _stated(self, keyword: str) -> str:
         """The whole statement when the instruction states it (``jitlab.modules.sqlground``): an INSERT's row
-        (``insert_values``), an UPDATE's new values (``assign_values``, none of them a value the table already
-        holds) with the grounded WHERE; "" otherwise or when SQLite's parser rejects it."""
+        (``insert_values``), an UPDATE's new values (``update_values``: what follows ``to``, or values the table
+        does not hold yet) with the grounded WHERE; "" otherwise or when SQLite's parser rejects it."""
         table = _quote(self.table)
         sql = ""
         if keyword == "INSERT" and self.table:
@@ -697,10 +701,9 @@ class SqlAction:
                 sql = (f"INSERT INTO {table} ({', '.join(_quote(c) for c in self.columns)}) "
                        f"VALUES ({', '.join(_literal(v) for v in row)});")
         if keyword == "UPDATE" and self.table:
-            sets = update_values(self.question, self.columns, self.table, self.found)
-            where = self._update_where(sets, set(sets.values()))
-            if sets and where:
-                sql = (f"UPDATE {table} SET {', '.join(f'{_quote(c)} = {_literal(v)}' for c, v in sets.items())} "
+            where = self._update_where(self.sets, set(self.sets.values()))
+            if self.sets and where:
+                sql = (f"UPDATE {table} SET {', '.join(f'{_quote(c)} = {_literal(v)}' for c, v in self.sets.items())} "
                        f"WHERE {' AND '.join(where)};")
         return sql if sql and not check_sql(sql, self.table, self.columns) else ""
 
