@@ -19,7 +19,8 @@ Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by c
                order the roles are filled in
     copy       reuse the top reference as is (when it already solved similar tasks)
     mutate     the top reference with one parameter perturbed or one role re-picked among the options that keep its
-               partner pairs, ranked with the bank's rewards, never one the retrieved evaluations saw only fail
+               partner pairs, ranked with the bank's rewards, never one the retrieved evaluations saw only fail, and
+               never in a role whose option the task's text and tools fit clearly better than the role's others
     crossover  each role from one of the top two references, couplings fixed up afterwards
     auto       index 0: copy if the top reference has mean reward 1 on similar tasks, mutate if it
                has any reward, else score; index 1: mutate; 2: crossover; 3+: sample
@@ -90,6 +91,9 @@ class ComposeConfig:
     score_prompt: bool = field(default=True, metadata={"help": "score the prompt variants too (else 'react')"})
     bank_weight: float = field(default=2.0, metadata={"help": "added to an option's score per unit of mean reward of the "
                                                               "evaluated references that carry it (0: off)"})
+    keep_margin: float = field(default=2.0, metadata={"help": "a mutation leaves alone a role whose option fits the "
+                                                              "task (library.fit) by at least this much more than "
+                                                              "every other option of the role (0: off)"})
 
 
 class ComposeGenerator:
@@ -215,8 +219,9 @@ class ComposeGenerator:
                 references: list[Reference] = ()) -> tuple[dict[str, Choice], str]:
         """``parent`` with one parameter perturbed or one role re-picked. A re-pick keeps the parent's partner pairs
         (``library.FITS``: a role whose option another one declares as its partner stays among those partners, and a
-        new option brings its own partners), ranks by the bank's rewards as ``_pick`` does, and skips the options the
-        retrieved evaluations saw only fail; the roles are tried in random order until one has such an option."""
+        new option brings its own partners), ranks by the bank's rewards as ``_pick`` does, skips the options the
+        retrieved evaluations saw only fail and leaves the task's evident roles alone (``_evident``); the roles are
+        tried in random order until one has such an option."""
         choices = {r: Choice(**asdict(c)) for r, c in parent.items()}
         tunable = [r for r in SPACE if choices[r].kind == "library" and _numeric(option(choices[r].path, r))]
         if tunable and rng.random() < self.config.mutate_params:
@@ -228,7 +233,10 @@ class ComposeGenerator:
             return choices, f"{role}.{name}: {current!r} -> {choices[role].params[name]!r}"
         bonus = self.bank_bonus(list(references)) if self.config.bank_weight else {}
         failed = _only_failed(references)
+        evident = self._evident(choices, task)
         for role in rng.sample(list(SPACE) + ["prompt"], len(SPACE) + 1):
+            if role in evident:
+                continue
             if role == "prompt":
                 if _forced_prompt(choices):
                     continue   # the mechanism renders with its own prompt (_candidate would undo the re-pick)
@@ -239,11 +247,34 @@ class ComposeGenerator:
                 continue
             current = choices[role].path if choices[role].kind == "library" else None
             ranked = [p for p in self._ranked(role, task, llm, None, bonus) if p != current and p not in failed]
-            kept = [new for new in ranked if _pairs(self._repicked(choices, role, new, task, llm)) >= _pairs(choices)]
+            kept = [new for new in ranked if self._keeps(choices, self._repicked(choices, role, new, task, llm), evident)]
             if kept:
                 new = kept[rng.randrange(min(3, len(kept)))]
                 return self._repicked(choices, role, new, task, llm), f"{role}: {current or 'custom file'} -> {new}"
-        return choices, "nothing to re-pick: every role is bound to its partners or saw only failures"
+        return choices, "nothing to re-pick: every role is bound to its partners, fits the task or saw only failures"
+
+    def _evident(self, choices: dict[str, Choice], task: dict) -> set[str]:
+        """The roles a mutation leaves alone: those whose option the task's public text and tools fit (``library.fit``)
+        by at least ``keep_margin`` more than every other option the role offers this task. Issue 29 (DBBench test
+        stream): after each failure a re-pick of A replaced SqlAction, the one action ``execute_sql`` and the SQL
+        words fit, with chat actions that never wrote a statement (19 tasks, none solved); a tie of fits (BabyAI's
+        egocentric and map planners, TextWorld's map and grounded planners) leaves the role free."""
+        if self.config.keep_margin <= 0:
+            return set()
+        out = set()
+        for role in SPACE:
+            c = choices[role]
+            if c.kind != "library":
+                continue
+            others = [f for o in catalogue()[role] if o.path != c.path and (f := fit(o.path, task)) is not None]
+            if (fit(c.path, task) or 0.0) - max(others, default=-math.inf) >= self.config.keep_margin:
+                out.add(role)
+        return out
+
+    @staticmethod
+    def _keeps(parent: dict[str, Choice], child: dict[str, Choice], evident: set[str]) -> bool:
+        """Whether a re-pick keeps the parent's partner pairs and the options of its ``evident`` roles."""
+        return _pairs(child) >= _pairs(parent) and all(child[r].path == parent[r].path for r in evident)
 
     def _repicked(self, choices: dict[str, Choice], role: str, new: str, task: dict, llm) -> dict[str, Choice]:
         """``choices`` with ``role`` set to ``new``, each role ``new`` declares partners in set to its best-ranked

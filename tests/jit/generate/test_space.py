@@ -95,14 +95,37 @@ def test_fit_reads_tools_and_text_never_suite_family_or_id():
 def test_a_mutation_of_the_sql_design_never_re_picks_an_action_that_needs_act():
     """Issue 29 (DBBench test stream): a mutation re-picked A = LikelihoodAction beside ``execute_sql``; with no
     admissible candidates it sent ``look`` as SQL for 15 steps. An action needing a tool the task lacks is not an
-    option for that task, in a re-pick as in the first pick."""
+    option for that task, in a re-pick as in the first pick (here with the evident-role rule off, so A is re-picked)."""
     import random
     likes = LikesLikelihood()   # the backbone ranks it first among the actions: only the missing tool can exclude it
-    gen = ComposeGenerator(likes, ComposeConfig(strategy="score", mutate_params=0.0))
+    gen = ComposeGenerator(likes, ComposeConfig(strategy="score", mutate_params=0.0, keep_margin=0.0))
     parent = choices_of(gen.generate(SQL_TASK, [], index=0).files)
     assert parent["A"].path == "jitlab.modules.sql:SqlAction"
     picked = {gen._mutate(parent, SQL_TASK, likes, random.Random(i))[0]["A"].path for i in range(60)}
     assert len(picked) > 1 and "jitlab.modules.likelihood:LikelihoodAction" not in picked
+
+
+def test_a_mutation_leaves_alone_a_role_the_task_fits_clearly_better():
+    """Issue 29 (DBBench test stream): after each failure a re-pick of A put chat actions in place of SqlAction, the
+    one action the task's SQL words and tools fit (19 tasks, none solved). With ``keep_margin`` a role whose option
+    fits the task by that margin more than every other stays as it is, and the other roles still move; a tie of
+    fits (the game's map and grounded planners) leaves the role free."""
+    import random
+    gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", mutate_params=0.0))
+    parent = choices_of(gen.generate(SQL_TASK, [], index=0).files)
+    assert gen._evident(parent, SQL_TASK) == {"A"}
+    notes = set()
+    for i in range(60):
+        child, note = gen._mutate(parent, SQL_TASK, Uniform(), random.Random(i))
+        assert child["A"].path == "jitlab.modules.sql:SqlAction", note
+        notes.add(note.split(":")[0])
+    assert len(notes - {"A"}) >= 2 and "A" not in notes
+    game = choices_of(gen.generate(GAME_TASK, [], index=0).files)
+    assert gen._evident(game, GAME_TASK) == {"A", "P"}           # grounded planner 6, map planner 2
+    tie = {**GAME_TASK, "description": GAME_TASK["description"] + " Go north or east through the exits."}
+    assert gen._evident(game, tie) == {"A"}                      # both planners 6: P may move
+    off = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", mutate_params=0.0, keep_margin=0.0))
+    assert off._evident(parent, SQL_TASK) == set()
 
 
 class LikesLikelihood(Uniform):
@@ -216,11 +239,12 @@ def test_a_mutation_keeps_the_parent_s_partner_pairs():
     """Issue 29 (test split, streaming JIT): after a failure ``mutate`` re-picked A from its top 3 and landed on chat
     actions (ReAct, DAG-parallel) beside a prior planner that only a likelihood action reads, or M on a memory that
     starves it. Now a re-pick keeps every partner pair of the parent: over 40 mutations of the fitted game design, A
-    stays LikelihoodAction, M stays FullHistory and P stays a prior planner."""
+    stays LikelihoodAction, M stays FullHistory and P stays a prior planner (the evident-role rule off, so that the
+    partner rule alone keeps them)."""
     import random
 
     from jitlab.jit.generate.compose import _pairs
-    gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", mutate_params=0.0))
+    gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", mutate_params=0.0, keep_margin=0.0))
     parent = choices_of(gen.generate(GAME_TASK, [], index=0).files)
     assert parent["A"].path.endswith(":LikelihoodAction") and _pairs(parent) >= 2
     partners = FITS["jitlab.modules.likelihood:LikelihoodAction"].partners["P"]
