@@ -247,10 +247,11 @@ class ComposeGenerator:
                 continue
             current = choices[role].path if choices[role].kind == "library" else None
             ranked = [p for p in self._ranked(role, task, llm, None, bonus) if p != current and p not in failed]
-            kept = [new for new in ranked if self._keeps(choices, self._repicked(choices, role, new, task, llm), evident)]
+            kept = [(new, child) for new in ranked
+                    if self._keeps(choices, child := self._repicked(choices, role, new, task, llm), evident)]
             if kept:
-                new = kept[rng.randrange(min(3, len(kept)))]
-                return self._repicked(choices, role, new, task, llm), f"{role}: {current or 'custom file'} -> {new}"
+                new, child = kept[rng.randrange(min(3, len(kept)))]
+                return child, f"{role}: {current or 'custom file'} -> {new}"
         return choices, "nothing to re-pick: every role is bound to its partners, fits the task or saw only failures"
 
     def _evident(self, choices: dict[str, Choice], task: dict) -> set[str]:
