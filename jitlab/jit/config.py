@@ -58,6 +58,11 @@ class JITConfig:
     k_references: int = field(default=3, metadata={"help": "references retrieved from the bank per task", "min": 1,
                                                    **REFERENCES_MAX})
     compose_strategy: str = field(default="auto", metadata={"help": "compose strategy (jitlab.jit.generate.compose)"})
+    option_evidence: str = field(default="bank", metadata={
+        "help": "what compose's bank bonus and mutation rules read: every evaluated entry of the 'bank' (a re-pick "
+                "never moves to an option doing worse there than the current one) or only the k 'references' (as "
+                "runs made before this option; resume those with it); the other generators read their references",
+        "choices": ("references", "bank")})
     max_repair_rounds: int = field(default=2, metadata={"help": "repair rounds at most", "min": 0, **ROUNDS_MAX})
     smoke_steps: int = field(default=3, metadata={"help": "steps of each validation smoke episode (dev task)", "min": 1,
                                                   **STEPS_MAX})
@@ -112,8 +117,9 @@ class JITConfig:
 
     def fingerprinted(self) -> dict:
         fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
-        for name, default in (("repeat", 1), ("bank_rule", "dominance")):  # run directories made before these
-            if fp[name] == default:                                           # fields existed must still resume
+        # run directories made before these fields existed must still resume (option_evidence: with 'references')
+        for name, default in (("repeat", 1), ("bank_rule", "dominance"), ("option_evidence", "references")):
+            if fp[name] == default:
                 del fp[name]
         return fp
 

@@ -14,7 +14,7 @@ from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
 from jitlab.jit.bank import Bank, BankConfig, Evaluation
 from jitlab.jit.config import PHASES, JITConfig, cost_estimate, default_out
-from jitlab.jit.generate import get_generator, rank, references
+from jitlab.jit.generate import evidence, get_generator, rank, references
 from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.generate.library import choices_of, modules_of
 from jitlab.jit.meter import Meter
@@ -221,10 +221,11 @@ class _JIT:
         generator = get_generator(cfg.generator, None, **gen_kwargs)
         gen_backbone = "exec" if cfg.generator == "compose" else "gen"
         n = cfg.candidates()
+        record = {"evidence": evidence(self.bank)} if cfg.generator == "compose" and cfg.option_evidence == "bank" else {}
 
         def make(i):
             try:
-                return generator.generate(public, refs, meter.handle("generate", gen_backbone), index=i)
+                return generator.generate(public, refs, meter.handle("generate", gen_backbone), index=i, **record)
             except BudgetExceeded as exc:
                 return exc
         with ThreadPoolExecutor(max(1, min(n, 4))) as pool:

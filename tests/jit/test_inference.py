@@ -42,8 +42,8 @@ def _extras(frames):
 def test_static_compose_picks_a_valid_candidate(tmp_path, monkeypatch):
     original = ComposeGenerator.generate
 
-    def first_is_broken(self, task, references, llm=None, index=0):
-        cand = original(self, task, references, llm, index)
+    def first_is_broken(self, task, references, llm=None, index=0, **kw):
+        cand = original(self, task, references, llm, index, **kw)
         if index == 0:  # seed a broken candidate in front of the selector's order
             cand.files = {**cand.files, "action.py": "class Action(:\n"}
         return cand
@@ -115,6 +115,23 @@ def test_streaming_grows_the_bank_and_records_every_phase(tmp_path):
     # a rerun resumes: nothing new is run or added
     run_jit(_cfg(tmp_path / "r", mode="streaming", limit=3))
     assert len(load(out)["episodes"]) == len(eps) and len(Bank(out / "bank.sqlite")) == len(bank)
+
+
+def test_option_evidence_bank_hands_compose_every_evaluated_entry(tmp_path, monkeypatch):
+    """``--option-evidence bank`` (the default): each task's generator reads the bank's evaluated entries (none before
+    the first task, the earlier tasks' harnesses after); ``references`` passes nothing."""
+    original, seen = ComposeGenerator.generate, []
+
+    def spy(self, task, references, llm=None, index=0, **kw):
+        seen.append(None if "evidence" not in kw else len(kw["evidence"]))
+        return original(self, task, references, llm, index, **kw)
+    monkeypatch.setattr(ComposeGenerator, "generate", spy)
+    out = run_jit(_cfg(tmp_path / "b", mode="streaming", limit=2))
+    assert seen[0] == 0 and seen[-1] >= 1 and None not in seen
+    assert len(load(out)["episodes"]) == 2
+    seen.clear()
+    run_jit(_cfg(tmp_path / "r", mode="streaming", limit=1, option_evidence="references"))
+    assert seen == [None]
 
 
 def test_streaming_does_not_rerun_a_harness_that_failed_on_the_family(tmp_path, monkeypatch):

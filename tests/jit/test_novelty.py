@@ -62,11 +62,11 @@ def test_a_repeat_of_an_earlier_candidate_is_rejected_before_validation_and_repl
     original = ComposeGenerator.generate
     asked = []
 
-    def repeats_the_first(self, task, references, llm=None, index=0):
+    def repeats_the_first(self, task, references, llm=None, index=0, **kw):
         asked.append(index)
         if index == 1:   # the second candidate is the first one, renamed and commented
-            return _renamed(original(self, task, references, llm, 0), "copy-of-first", comment=True)
-        return original(self, task, references, llm, index)
+            return _renamed(original(self, task, references, llm, 0, **kw), "copy-of-first", comment=True)
+        return original(self, task, references, llm, index, **kw)
     monkeypatch.setattr(ComposeGenerator, "generate", repeats_the_first)
     out = run_jit(_cfg(tmp_path / "r", n_candidates=2, limit=1))
     (x,) = _extras(out)
@@ -94,8 +94,8 @@ def test_a_renamed_copy_of_a_harness_that_failed_on_the_family_is_not_run_again(
                                                        "A": [o for o in full["A"] if "likelihood" not in o.path]})
     original = ComposeGenerator.generate
 
-    def renames(self, task, references, llm=None, index=0):
-        return _renamed(original(self, task, references, llm, index), f"for-{task['id']}-{index}")
+    def renames(self, task, references, llm=None, index=0, **kw):
+        return _renamed(original(self, task, references, llm, index, **kw), f"for-{task['id']}-{index}")
     monkeypatch.setattr(ComposeGenerator, "generate", renames)
     out = run_jit(_cfg(tmp_path / "f", backbone="scripted:look", limit=3, avoid_after=1))
     eps = load(out)["episodes"]
@@ -113,9 +113,9 @@ def test_static_mode_drops_a_repeat_without_generating_more(tmp_path, monkeypatc
     original = ComposeGenerator.generate
     asked = []
 
-    def repeats_the_first(self, task, references, llm=None, index=0):
+    def repeats_the_first(self, task, references, llm=None, index=0, **kw):
         asked.append(index)
-        return _renamed(original(self, task, references, llm, 0), f"copy-{index}")
+        return _renamed(original(self, task, references, llm, 0, **kw), f"copy-{index}")
     monkeypatch.setattr(ComposeGenerator, "generate", repeats_the_first)
     out = run_jit(_cfg(tmp_path / "s", n_candidates=3, limit=1, mode="static"))
     (x,) = _extras(out)

@@ -29,12 +29,12 @@ def _unisolated() -> bool:
 def run(tmp_path_factory):
     original = ComposeGenerator.generate
 
-    def proposes_case_studies(self, task, references, llm=None, index=0):
+    def proposes_case_studies(self, task, references, llm=None, index=0, **kw):
         if index == 0:  # even tasks: Turnstile as is; odd tasks: the react seed
             n = int(task["id"].rsplit("-", 1)[1])
             folder = seed_bank_dir() / (TURNSTILE if n % 2 == 0 else "react")
             return Candidate(read_files(folder), self.name, index, [], None, None, {"strategy": "test-double"})
-        return original(self, task, references, llm, index)
+        return original(self, task, references, llm, index, **kw)
     mp = pytest.MonkeyPatch()
     mp.setattr(ComposeGenerator, "generate", proposes_case_studies)
     try:

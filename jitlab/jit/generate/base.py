@@ -36,6 +36,7 @@ __all__ = [
     "Generator",
     "Reference",
     "describe_files",
+    "evidence",
     "generator_backbone",
     "get_generator",
     "prompt_hash",
@@ -83,6 +84,14 @@ def references(bank, task_description: str, k: int) -> list[Reference]:
     entries = bank.retrieve(task_description, k=k) if k else []
     return [Reference(e.sha, e.name, e.description, bank.files(e.sha), float(e.score or 0.0), e.n_evals > 0,
                       e.mean_reward) for e in entries]
+
+
+def evidence(bank) -> list[Reference]:
+    """Every evaluated entry of ``bank`` as a ``Reference`` (in order of arrival, score 0, the mean reward over the
+    tasks it ran): the record of which harnesses worked, not a retrieval; compose's ``generate`` takes it as ``evidence``
+    (``JITConfig.option_evidence='bank'``)."""
+    return [Reference(e.sha, e.name, e.description, bank.files(e.sha), 0.0, True, e.mean_reward)
+            for e in bank.entries() if e.n_evals > 0]
 
 
 @dataclass

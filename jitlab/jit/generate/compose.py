@@ -19,8 +19,9 @@ Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by c
                order the roles are filled in
     copy       reuse the top reference as is (when it already solved similar tasks)
     mutate     the top reference with one parameter perturbed or one role re-picked among the options that keep its
-               partner pairs, ranked with the bank's rewards, never one the retrieved evaluations saw only fail, and
-               never in a role whose option the task's text and tools fit clearly better than the role's others
+               partner pairs, ranked with the bank's rewards, never one the evaluations on record saw only fail (nor,
+               with the bank as the record, one doing worse there than the current option), and never in a role
+               whose option the task's text and tools fit clearly better than the role's others
     crossover  each role from one of the top two references, couplings fixed up afterwards
     auto       index 0: copy if the top reference has mean reward 1 on similar tasks, mutate if it
                has any reward, else score; index 1: mutate; 2: crossover; 3+: sample
@@ -31,7 +32,10 @@ fit to the task's public text and tools (``library.fit``: an option whose tools 
 an option's declared partners in a role not yet picked go first there (LikelihoodAction: a planner with a prior).
 With references, ``score``/``sample`` also add ``bank_weight`` times the mean reward of the evaluated references that
 carry an option (the bank's own evaluations on earlier tasks, never the current task's), so streaming JIT drifts
-toward the mechanisms that worked.
+toward the mechanisms that worked. The record those rewards and the "seen only failing" rule read is the k retrieved
+references, or, when ``generate`` is given ``evidence`` (``jitlab jit --option-evidence bank``), every evaluated
+entry of the bank, and a mutation then re-picks a role only toward an option untried there or doing at least as well
+there as the role's current one: a mechanism that failed on an earlier task unlike this one is not re-tried here.
 
 Caveats: scores are summed log-likelihoods of short labels (not length-normalised); with a small
 model they are a weak preference, which is why validation and the bank's evaluations do the rest.
@@ -165,18 +169,11 @@ class ComposeGenerator:
     def bank_bonus(self, references: list[Reference]) -> dict[str, float]:
         """{option path: bonus}: ``bank_weight`` times the mean, over the evaluated references carrying the option, of
         their mean reward (options of unevaluated references get nothing)."""
-        rewards: dict[str, list[float]] = {}
-        for ref in references:
-            if not ref.evaluated or ref.mean_reward is None:
-                continue
-            for role, c in choices_of(ref.files, ref.sha).items():
-                if role in SPACE and c.kind == "library":
-                    rewards.setdefault(c.path, []).append(float(ref.mean_reward))
-        return {p: self.config.bank_weight * sum(v) / len(v) for p, v in rewards.items()}
+        return {p: self.config.bank_weight * m for p, m in _mean_rewards(references).items()}
 
-    def _pick(self, task: dict, llm, rng: random.Random | None, references: list[Reference] = ()) -> dict[str, Choice]:
-        """Each role's best (or sampled) option that the couplings allow."""
-        bonus = self.bank_bonus(list(references)) if self.config.bank_weight else {}
+    def _pick(self, task: dict, llm, rng: random.Random | None, record: list[Reference] = ()) -> dict[str, Choice]:
+        """Each role's best (or sampled) option that the couplings allow, the bank bonus read from ``record``."""
+        bonus = self.bank_bonus(list(record)) if self.config.bank_weight else {}
         picks: dict[str, str] = {}
         forced: dict[str, str] = {}
         reqs = requirements()
@@ -216,12 +213,13 @@ class ComposeGenerator:
         return sorted(SPACE, key=lambda r: -best[r])
 
     def _mutate(self, parent: dict[str, Choice], task: dict, llm, rng: random.Random,
-                references: list[Reference] = ()) -> tuple[dict[str, Choice], str]:
+                record: list[Reference] = (), no_worse: bool = False) -> tuple[dict[str, Choice], str]:
         """``parent`` with one parameter perturbed or one role re-picked. A re-pick keeps the parent's partner pairs
         (``library.FITS``: a role whose option another one declares as its partner stays among those partners, and a
         new option brings its own partners), ranks by the bank's rewards as ``_pick`` does, skips the options the
-        retrieved evaluations saw only fail and leaves the task's evident roles alone (``_evident``); the roles are
-        tried in random order until one has such an option."""
+        evaluations of ``record`` saw only fail (and, ``no_worse``, those whose mean reward there is below the current
+        option's) and leaves the task's evident roles alone (``_evident``); the roles are tried in random order until
+        one has such an option."""
         choices = {r: Choice(**asdict(c)) for r, c in parent.items()}
         tunable = [r for r in SPACE if choices[r].kind == "library" and _numeric(option(choices[r].path, r))]
         if tunable and rng.random() < self.config.mutate_params:
@@ -231,8 +229,9 @@ class ComposeGenerator:
             current = choices[role].params.get(name, default)
             choices[role].params[name] = _perturb(current, rng)
             return choices, f"{role}.{name}: {current!r} -> {choices[role].params[name]!r}"
-        bonus = self.bank_bonus(list(references)) if self.config.bank_weight else {}
-        failed = _only_failed(references)
+        bonus = self.bank_bonus(list(record)) if self.config.bank_weight else {}
+        failed = _only_failed(record)
+        means = _mean_rewards(record) if no_worse else {}
         evident = self._evident(choices, task)
         for role in rng.sample(list(SPACE) + ["prompt"], len(SPACE) + 1):
             if role in evident:
@@ -246,7 +245,8 @@ class ComposeGenerator:
                     return choices, f"prompt -> {names[0]}"
                 continue
             current = choices[role].path if choices[role].kind == "library" else None
-            ranked = [p for p in self._ranked(role, task, llm, None, bonus) if p != current and p not in failed]
+            worse = {p for p, m in means.items() if current in means and m < means[current]}
+            ranked = [p for p in self._ranked(role, task, llm, None, bonus) if p != current and p not in failed | worse]
             kept = [(new, child) for new in ranked
                     if self._keeps(choices, child := self._repicked(choices, role, new, task, llm), evident)]
             if kept:
@@ -297,8 +297,14 @@ class ComposeGenerator:
         return choices, " ".join(f"{r}<{took[r]}" for r in took)
 
     # -- protocol -------------------------------------------------------------------------------------
-    def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0) -> Candidate:
+    def generate(self, task: dict, references: list[Reference], llm=None, index: int = 0,
+                 evidence: list[Reference] | None = None) -> Candidate:
+        """A candidate from ``references`` (copy, mutate and crossover start from them). The bank bonus and the options
+        seen only failing are read from ``evidence`` (every evaluated bank entry, :func:`base.evidence`) when given,
+        and a mutation then also skips an option whose mean reward there is below the current option's; without
+        ``evidence`` they are read from the references."""
         llm = llm or self.llm
+        record = list(references if evidence is None else evidence)
         rng = random.Random(f"{task['id']}:{index}:{self.config.seed}")
         strategy = self._strategy(references, index)
         parents: list[str] = []
@@ -311,13 +317,13 @@ class ComposeGenerator:
         if strategy == "mutate":
             parents = [references[0].sha]
             choices, note = self._mutate(choices_of(references[0].files, references[0].sha), task, llm, rng,
-                                         references)
+                                         record, no_worse=evidence is not None)
         elif strategy == "crossover":
             parents = [references[0].sha, references[1].sha]
             choices, note = self._crossover(choices_of(references[0].files, references[0].sha),
                                             choices_of(references[1].files, references[1].sha), rng)
         else:
-            choices = self._pick(task, llm, rng if strategy == "sample" else None, references)
+            choices = self._pick(task, llm, rng if strategy == "sample" else None, record)
         return self._candidate(choices, strategy, parents, index, note, task, llm)
 
     def _strategy(self, references: list[Reference], index: int) -> str:
@@ -406,6 +412,17 @@ def _pairs(choices: dict[str, Choice]) -> int:
     return sum(1 for c in choices.values() if c.kind == "library"
                for other, partners in getattr(FITS.get(c.path), "partners", {}).items()
                if other in choices and choices[other].path in partners)
+
+
+def _mean_rewards(references) -> dict[str, float]:
+    """{library option path: the mean, over the evaluated references carrying it, of their mean reward}."""
+    rewards: dict[str, list[float]] = {}
+    for ref in references:
+        if ref.evaluated and ref.mean_reward is not None:
+            for role, c in choices_of(ref.files, ref.sha).items():
+                if role in SPACE and c.kind == "library":
+                    rewards.setdefault(c.path, []).append(float(ref.mean_reward))
+    return {p: sum(v) / len(v) for p, v in rewards.items()}
 
 
 def _only_failed(references) -> set[str]:

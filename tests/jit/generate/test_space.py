@@ -277,3 +277,21 @@ def test_a_mutation_skips_options_the_bank_saw_only_fail():
         child, note = gen._mutate(parent, GAME_TASK, Uniform(), random.Random(i), refs)
         assert child["H"].path != bad, note
     assert _only_failed(refs + [Reference("c" * 10, "won", "", loser, 0.8, True, 1.0)]) == set()
+
+
+def test_with_the_bank_as_evidence_a_mutation_skips_what_failed_on_a_task_unlike_this_one():
+    """Issue 29 (BabyAI test stream): MapPlanner failed on task 6 and was re-picked on task 8, whose 3 retrieved
+    references did not carry that failure. Given ``evidence`` (every evaluated bank entry), the mutation reads the
+    failure there; the references alone still allow the re-pick."""
+    from jitlab.jit.generate import Reference
+    gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="mutate", mutate_params=0.0))
+    top = gen.generate(GAME_TASK, [], index=0)
+    parent = choices_of(top.files)
+    ref = Reference("a" * 10, top.name, "", top.files, 1.0, True, 0.5)
+    seen = {choices_of(gen.generate({**GAME_TASK, "id": f"t{i}"}, [ref], index=0).files)["H"].path for i in range(40)}
+    bad = next(p for p in sorted(seen) if p != parent["H"].path)
+    loser = Reference("b" * 10, "loser", "", render_files({**parent, "H": Choice("H", "library", bad)}, name="loser",
+                                                          lineage={}), 0.0, True, 0.0)
+    picked = {choices_of(gen.generate({**GAME_TASK, "id": f"t{i}"}, [ref], index=0, evidence=[ref, loser]).files)
+              ["H"].path for i in range(40)}
+    assert bad not in picked and picked - {parent["H"].path}
