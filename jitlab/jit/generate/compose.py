@@ -169,7 +169,10 @@ class ComposeGenerator:
     def bank_bonus(self, references: list[Reference]) -> dict[str, float]:
         """{option path: bonus}: ``bank_weight`` times the mean, over the evaluated references carrying the option, of
         their mean reward (options of unevaluated references get nothing)."""
-        return {p: self.config.bank_weight * m for p, m in _mean_rewards(references).items()}
+        return self._bonus(_means(_option_rewards(references)))
+
+    def _bonus(self, means: dict[str, float]) -> dict[str, float]:
+        return {p: self.config.bank_weight * m for p, m in means.items()}
 
     def _pick(self, task: dict, llm, rng: random.Random | None, record: list[Reference] = ()) -> dict[str, Choice]:
         """Each role's best (or sampled) option that the couplings allow, the bank bonus read from ``record``."""
@@ -229,9 +232,11 @@ class ComposeGenerator:
             current = choices[role].params.get(name, default)
             choices[role].params[name] = _perturb(current, rng)
             return choices, f"{role}.{name}: {current!r} -> {choices[role].params[name]!r}"
-        bonus = self.bank_bonus(list(record)) if self.config.bank_weight else {}
-        failed = _only_failed(record)
-        means = _mean_rewards(record) if no_worse else {}
+        rewards = _option_rewards(record)   # one pass over the record serves the bonus and both rules
+        means = _means(rewards)
+        bonus = self._bonus(means) if self.config.bank_weight else {}
+        failed = _only_failed(rewards)
+        compared = means if no_worse else {}
         evident = self._evident(choices, task)
         for role in rng.sample(list(SPACE) + ["prompt"], len(SPACE) + 1):
             if role in evident:
@@ -245,7 +250,7 @@ class ComposeGenerator:
                     return choices, f"prompt -> {names[0]}"
                 continue
             current = choices[role].path if choices[role].kind == "library" else None
-            worse = {p for p, m in means.items() if current in means and m < means[current]}
+            worse = {p for p, m in compared.items() if current in compared and m < compared[current]}
             ranked = [p for p in self._ranked(role, task, llm, None, bonus) if p != current and p not in failed | worse]
             kept = [(new, child) for new in ranked
                     if self._keeps(choices, child := self._repicked(choices, role, new, task, llm), evident)]
@@ -414,26 +419,24 @@ def _pairs(choices: dict[str, Choice]) -> int:
                if other in choices and choices[other].path in partners)
 
 
-def _mean_rewards(references) -> dict[str, float]:
-    """{library option path: the mean, over the evaluated references carrying it, of their mean reward}."""
+def _option_rewards(references) -> dict[str, list[float]]:
+    """{library option path: the mean rewards of the evaluated references carrying it}."""
     rewards: dict[str, list[float]] = {}
     for ref in references:
         if ref.evaluated and ref.mean_reward is not None:
             for role, c in choices_of(ref.files, ref.sha).items():
                 if role in SPACE and c.kind == "library":
                     rewards.setdefault(c.path, []).append(float(ref.mean_reward))
+    return rewards
+
+
+def _means(rewards: dict[str, list[float]]) -> dict[str, float]:
     return {p: sum(v) / len(v) for p, v in rewards.items()}
 
 
-def _only_failed(references) -> set[str]:
-    """Library option paths that every evaluated reference carrying them saw fail (mean reward 0)."""
-    seen: dict[str, float] = {}
-    for ref in references:
-        if ref.evaluated and ref.mean_reward is not None:
-            for role, c in choices_of(ref.files, ref.sha).items():
-                if role in SPACE and c.kind == "library":
-                    seen[c.path] = max(seen.get(c.path, 0.0), float(ref.mean_reward))
-    return {p for p, best in seen.items() if best <= 0.0}
+def _only_failed(rewards: dict[str, list[float]]) -> set[str]:
+    """The option paths of ``_option_rewards`` that every evaluated reference carrying them saw fail (mean reward 0)."""
+    return {p for p, v in rewards.items() if max(v) <= 0.0}
 
 
 def _forced_prompt(choices: dict[str, Choice]) -> bool:

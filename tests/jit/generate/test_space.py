@@ -263,7 +263,7 @@ def test_a_mutation_skips_options_the_bank_saw_only_fail():
     import random
 
     from jitlab.jit.generate import Reference
-    from jitlab.jit.generate.compose import _only_failed
+    from jitlab.jit.generate.compose import _only_failed, _option_rewards
     gen = ComposeGenerator(Uniform(), ComposeConfig(strategy="score", mutate_params=0.0))
     top = gen.generate(GAME_TASK, [], index=0)
     parent = choices_of(top.files)
@@ -272,11 +272,11 @@ def test_a_mutation_skips_options_the_bank_saw_only_fail():
     loser = render_files({**parent, "H": Choice("H", "library", bad)}, name="loser", lineage={})
     refs = [Reference("a" * 10, top.name, "", top.files, 1.0, True, 0.5), Reference("b" * 10, "loser", "", loser, 0.9,
                                                                                     True, 0.0)]
-    assert _only_failed(refs) == {bad}
+    assert _only_failed(_option_rewards(refs)) == {bad}
     for i in range(40):
         child, note = gen._mutate(parent, GAME_TASK, Uniform(), random.Random(i), refs)
         assert child["H"].path != bad, note
-    assert _only_failed(refs + [Reference("c" * 10, "won", "", loser, 0.8, True, 1.0)]) == set()
+    assert _only_failed(_option_rewards(refs + [Reference("c" * 10, "won", "", loser, 0.8, True, 1.0)])) == set()
 
 
 def test_with_the_bank_as_evidence_a_mutation_skips_what_failed_on_a_task_unlike_this_one():
