@@ -134,3 +134,27 @@ def test_the_record_says_when_the_prior_overturned_the_models_own_choice():
     kept = choose(ctx, [{"role": "user", "content": "x"}], ["go east", "go west"], prior={"go west": 3.0})
     assert turned.record(["go east", "go west"])["prior_changed"] is True
     assert kept.record(["go east", "go west"])["prior_changed"] is False
+
+
+def test_under_the_margin_the_backbone_abstains_and_the_prior_then_the_order_decide():
+    ctx = Ctx(llm=DoubleLLM({"go east": -2.0, "go west": -1.8, "take coin": -6.0}), task=TASK, prompts=PROMPTS)
+    ask = [{"role": "user", "content": "x"}]
+    # per word + 1: go east -0.667, go west -0.6 (lead 0.067)
+    unclear = choose(ctx, ask, ["go east", "go west"], margin=0.1)
+    assert (unclear.command, unclear.method, unclear.model_pick) == ("go east", "defer", "go west")
+    assert unclear.decider() == ("mechanism", "likelihood:defer") and unclear.record(["go east", "go west"])["gap"]
+    assert choose(ctx, ask, ["go east", "go west", "take coin"], {"take coin": 0.5}, margin=0.1).command == "take coin"
+    clear = choose(ctx, ask, ["go east", "go west"], margin=0.05)
+    assert (clear.command, clear.decider()) == ("go west", ("model_choice", None))
+    assert choose(ctx, ask, ["go east", "go west"]).command == "go west"          # margin 0: always the backbone
+
+
+def test_the_actions_margin_reaches_the_choice():
+    llm = DoubleLLM({"go east": -2.0, "go west": -1.8})
+    ctx = Ctx(llm=llm, task=TASK, prompts=PROMPTS)
+    step = {"text": COIN["steps"][0]["text"], "candidates": ["go east", "go west"]}
+    for margin, command in ((0.0, "go west"), (0.5, "go east")):
+        action = LikelihoodAction(margin=margin)
+        action.reset(ctx)
+        action.on_init(ctx, Observation(step["text"], step["candidates"]))
+        assert action.act(_context(1, step), ctx).args["command"] == command

@@ -149,13 +149,15 @@ def command_tool(context: Context) -> tuple[str, str]:
 class Choice:
     """One choice among candidates: the command, how it was chosen and the (normalised + prior) scores.
 
-    ``method``: score | chat (the backbone chose) | tie (the top scores were equal, the order chose) | order (the
-    chat reply named no candidate) | only (one candidate). ``model_pick`` is the backbone's own unique first choice
-    before the prior ("" when its top scores were tied)."""
+    ``method``: score | chat (the backbone chose) | tie (the top scores were equal, the order chose) | defer (the
+    backbone's lead was under the margin: the prior and the order chose) | order (the chat reply named no
+    candidate) | only (one candidate). ``model_pick`` is the backbone's own unique first choice before the prior
+    ("" when its top scores were tied); ``gap`` its lead over the runner-up (normalised score)."""
     command: str
-    method: str                              # score | chat | tie | order | only
+    method: str                              # score | chat | tie | defer | order | only
     scores: list[float] = field(default_factory=list)
     model_pick: str = ""
+    gap: float | None = None
 
     def decider(self) -> tuple[str, str | None]:
         """(decided_by, mechanism): the backbone's choice only where its own unique pick stood; a tie or a prior
@@ -169,7 +171,8 @@ class Choice:
     def record(self, candidates: list[str], top: int = 3) -> dict:
         ranked = sorted(zip(self.scores, candidates), reverse=True)[:top]
         return {"method": self.method, "options": len(candidates), "top": [[c, round(s, 3)] for s, c in ranked],
-                "prior_changed": self.method == "score" and self.model_pick != self.command}
+                "prior_changed": self.method == "score" and self.model_pick != self.command,
+                "gap": None if self.gap is None else round(self.gap, 3)}
 
 
 # library: jitlab.modules.likelihood.normalised
@@ -195,6 +198,13 @@ def _unique_best(scores: list[float]) -> int | None:
     return top[0] if len(top) == 1 else None
 
 
+# library: jitlab.modules.likelihood._lead
+def _lead(scores: list[float]) -> float:
+    """How far the highest score is above the second highest."""
+    first, second = sorted(scores, reverse=True)[:2]
+    return first - second
+
+
 # library: jitlab.modules.likelihood._numbered
 def _numbered(ctx: Ctx, messages: list[dict], candidates: list[str]) -> Choice:
     listing = render_prompt(ctx.prompts, "choose_number", candidates=candidates)
@@ -209,11 +219,13 @@ def _numbered(ctx: Ctx, messages: list[dict], candidates: list[str]) -> Choice:
 
 # library: jitlab.modules.likelihood.choose
 def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | None = None,
-           normalise: str = "words", prefix: str = "") -> Choice:
+           normalise: str = "words", prefix: str = "", margin: float = 0.0) -> Choice:
     """The candidate the backbone finds likeliest as its reply to ``messages`` (plus ``prior[candidate]``).
 
     One batched ``score`` call; ``prefix`` (e.g. ``"Action:"``) is prefilled as the start of the reply and each
-    candidate continues it after a space. Without ``score``: a numbered list, the backbone replies with a number."""
+    candidate continues it after a space. With ``margin`` > 0 the backbone abstains when its own normalised lead
+    over the runner-up is smaller than that: the prior alone decides, ties by the candidates' order (method
+    ``defer``). Without ``score``: a numbered list, the backbone replies with a number."""
     if not candidates:
         raise ValueError("choose() needs at least one candidate")
     if len(candidates) == 1:
@@ -225,12 +237,16 @@ def choose(ctx: Ctx, messages: list[dict], candidates: list[str], prior: dict | 
     except NotImplementedError:
         return _numbered(ctx, messages, candidates)
     plain = normalised(raw, candidates, normalise)
-    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(plain, candidates)]
-    best, own = _unique_best(scores), _unique_best(plain)
+    own, lead = _unique_best(plain), _lead(plain)
     model_pick = candidates[own] if own is not None else ""
+    if margin > 0 and lead < margin:
+        scores = [float(prior.get(c, 0.0)) for c in candidates]
+        return Choice(candidates[scores.index(max(scores))], "defer", scores, model_pick, lead)
+    scores = [s + float(prior.get(c, 0.0)) for s, c in zip(plain, candidates)]
+    best = _unique_best(scores)
     if best is None:
-        return Choice(candidates[scores.index(max(scores))], "tie", scores, model_pick)
-    return Choice(candidates[best], "score", scores, model_pick)
+        return Choice(candidates[scores.index(max(scores))], "tie", scores, model_pick, lead)
+    return Choice(candidates[best], "score", scores, model_pick, lead)
 
 
 # library: jitlab.modules.likelihood.NORMALISE
@@ -258,6 +274,10 @@ class LikelihoodAction:
                                                             "them (True) or the least-tried other commands (False)"})
     max_candidates: int = field(default=40, metadata={"help": "admissible commands scored per step", "min": 1})
     thought_tokens: int = field(default=24, metadata={"help": "tokens of the model's own thought", "min": 1})
+    margin: float = field(default=0.0, metadata={"help": "the backbone's pick stands only when its normalised score "
+                                                         "leads the runner-up by at least this; under it the prior "
+                                                         "and the bookkeeping order decide (0: always the backbone)",
+                                                 "min": 0.0})
 
     def reset(self, ctx: Ctx) -> None:
         self.book = StateBook(mode=self.state)
@@ -305,7 +325,7 @@ class LikelihoodAction:
                                  max_new_tokens=self.thought_tokens, stop=["\n"]).text
             thought = " ".join(reply.split())
             prefix = f"Thought: {thought}\nAction:"
-        choice = choose(ctx, messages, options, prior, self.normalise, prefix)
+        choice = choose(ctx, messages, options, prior, self.normalise, prefix, self.margin)
         decided_by, mechanism = choice.decider()
         data = {"decided_by": decided_by, "choice": {**choice.record(options), "why": why}}
         if mechanism:
