@@ -12,8 +12,10 @@ The convention an Action follows (``Decision.data``):
 The runtime (``run_episode``, the trusted side) turns that into one record per step, :func:`step_record`, stored
 in the step row's ``compliance`` column: ``decided_by`` defaults to "model_reply" when the step made a chat call,
 "model_choice" when it only scored candidates and "mechanism" (``no backbone call``) when it made none;
-``parsed`` stays None (unknown) when the action did not say; a pre_action hook that changed the decision marks it
-"mechanism" (``HarnessAgent.decide`` compares the decision before and after). ``admissible`` is checked here
+``parsed`` stays None (unknown) when the action did not say; ``gap``, only where the action reported one (the
+likelihood choice's ``data["choice"]["gap"]``, jitlab/modules/likelihood.py), is the backbone's lead over the
+runner-up, so the margin a harness could set can be read from a run; a pre_action hook that changed the decision
+marks it "mechanism" (``HarnessAgent.decide`` compares the decision before and after). ``admissible`` is checked here
 against the observation the agent was given, never taken from the harness: the named command is one of the
 listed candidates (text games), or the decision names one of the task's tools (DBBench); None when neither
 applies. A sandboxed harness reports ``decided_by`` / ``parsed`` itself; ``admissible`` is still the runtime's.
@@ -24,6 +26,7 @@ applies. A sandboxed harness reports ``decided_by`` / ``parsed`` itself; ``admis
 from __future__ import annotations
 
 import json
+import math
 
 from jitlab.harnesskit import normalize
 
@@ -53,16 +56,22 @@ def step_record(decision, obs, task, chat_calls: int, score_calls: int) -> dict:
     else:
         admissible = None
     realised = bool(command is not None and isinstance(raw, str) and normalize(raw) != normalize(command))
-    return {"decided_by": str(decided_by), "mechanism": mechanism, "parsed": parsed, "admissible": admissible,
-            "realised": realised, "hooked": bool(data.get("hooked"))}
+    record = {"decided_by": str(decided_by), "mechanism": mechanism, "parsed": parsed, "admissible": admissible,
+              "realised": realised, "hooked": bool(data.get("hooked"))}
+    choice = data.get("choice")
+    gap = choice.get("gap") if isinstance(choice, dict) else None
+    if isinstance(gap, (int, float)) and not isinstance(gap, bool) and math.isfinite(gap):
+        record["gap"] = round(float(gap), 3)
+    return record
 
 
 def steps_compliance(steps, episodes=None):
     """The compliance records of a steps DataFrame (``jitlab.store.load(run)["steps"]``) as columns
-    (step, decided_by, mechanism, parsed, admissible, realised, hooked); empty when none were recorded. With
-    ``episodes`` (``load(run)["episodes"]``), only the steps of finished episodes (no retried or running attempt)."""
+    (step, decided_by, mechanism, parsed, admissible, realised, hooked, gap: NaN where none was reported); empty
+    when none were recorded. With ``episodes`` (``load(run)["episodes"]``), only the steps of finished episodes
+    (no retried or running attempt)."""
     import pandas as pd
-    cols = ["episode_id", "step", "decided_by", "mechanism", "parsed", "admissible", "realised", "hooked"]
+    cols = ["episode_id", "step", "decided_by", "mechanism", "parsed", "admissible", "realised", "hooked", "gap"]
     if "compliance" not in steps:
         return pd.DataFrame(columns=cols)
     if episodes is not None:
@@ -71,7 +80,9 @@ def steps_compliance(steps, episodes=None):
     for episode_id, step, text in zip(steps["episode_id"], steps["step"], steps["compliance"]):
         if isinstance(text, str) and text:
             rows.append({"episode_id": int(episode_id), "step": int(step), **json.loads(text)})
-    return pd.DataFrame(rows, columns=cols)
+    frame = pd.DataFrame(rows, columns=cols)
+    frame["gap"] = pd.to_numeric(frame["gap"], errors="coerce")
+    return frame
 
 
 def _shares(frame) -> dict:

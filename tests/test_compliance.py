@@ -3,7 +3,7 @@ shares by step index in summary.json, the export and ``jitlab show --compliance`
 import json
 
 from jitlab.cli import main
-from jitlab.compliance import compliance_by_step, step_record
+from jitlab.compliance import compliance_by_step, step_record, steps_compliance
 from jitlab.envs.base import TaskSpec
 from jitlab.export import export_runs
 from jitlab.protocol import Capability, Decision, Observation
@@ -119,3 +119,18 @@ def test_only_the_steps_of_finished_episodes_count_when_episodes_are_given():
     episodes = pd.DataFrame({"id": [1, 2], "final": [True, False]})  # episode 2: an interrupted attempt
     assert compliance_by_step(steps)["n_steps"].tolist() == [2, 1]
     assert compliance_by_step(steps, episodes)["n_steps"].tolist() == [1]
+
+
+def test_the_likelihood_choices_lead_is_kept_per_step_and_shown(tmp_path, capsys):
+    scored = Decision("act", {"command": "go east"}, "", {"decided_by": "model_choice", "choice": {"gap": 0.4213}})
+    assert step_record(scored, OBS, TASK, 0, 1)["gap"] == 0.421
+    assert "gap" not in step_record(Decision("act", {"command": "go east"}), OBS, TASK, 1, 0)  # none reported
+    assert "gap" not in step_record(Decision("act", {"command": "go east"}, "", {"choice": {"gap": float("nan")}}),
+                                    OBS, TASK, 0, 1)
+    out = run(RunConfig(suite="toy", harness="small_model/explorer", backbone="scripted:uniform", limit=2,
+                        out=str(tmp_path / "e"), quiet=True))
+    frames = load(out)
+    gaps = steps_compliance(frames["steps"], frames["episodes"])["gap"]
+    assert gaps.notna().any() and (gaps.dropna() == 0).all()  # uniform scores: the backbone never leads
+    assert main(["show", str(out), "--compliance"]) == 0
+    assert "backbone's lead over the runner-up" in capsys.readouterr().out

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from jitlab.cli.options import add_config_arguments, config_from_args, unfinished
-from jitlab.compliance import compliance_by_step, compliance_summary
+from jitlab.compliance import compliance_by_step, compliance_summary, steps_compliance
 from jitlab.envs.base import SUITES, get_suite
 from jitlab.errors import ConfigError
 from jitlab.harness import case_study_names, load_harness, regenerate_seeds, resolve_folder, seed_names
@@ -142,6 +142,12 @@ def _print_compliance(run_dir) -> None:
     shares = ", ".join(f"{k}={v:.2f}" for k, v in overall.items() if isinstance(v, float))
     print(f"\ncompliance in {run_dir} ({overall['n_steps']} steps): {shares}")
     print(compliance_by_step(steps, episodes).to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="-"))
+    gaps = steps_compliance(steps, episodes)["gap"].dropna()
+    if len(gaps):  # the likelihood choice's lead over the runner-up: what a margin would cut
+        q = gaps.quantile([0.25, 0.5, 0.75])
+        print(f"backbone's lead over the runner-up ({len(gaps)} scored steps): quartiles {q.iloc[0]:.2f} / "
+              f"{q.iloc[1]:.2f} / {q.iloc[2]:.2f}; under 0.5: {(gaps < 0.5).mean():.2f}, under 1.0: "
+              f"{(gaps < 1.0).mean():.2f}")
 
 
 def cmd_export(args) -> int:
