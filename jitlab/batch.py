@@ -172,6 +172,13 @@ def check_parameters(notebook: str | Path, combos: list[dict], extra: dict | Non
                           "add it to the notebook's parameters cell or run without the cap")
 
 
+# Jupyter picks a kernel's five TCP ports before the kernel binds them, so two workers starting kernels at once can
+# pick the same port; the loser never answers ("Kernel didn't respond in 60 seconds", ZMQError "Address already in
+# use" on its stderr) before any cell has run. Such a start is tried again, with fresh ports, up to this many times.
+KERNEL_START_TRIES = 3
+_NO_KERNEL = "Kernel didn't respond"
+
+
 def _execute(notebook: str, output: str, params: dict, kernel: str | None, cwd: str, timeout_s: int | None,
              env: dict | None = None) -> dict:
     """Run one combination (in a worker process). Never raises: returns status, error, duration.
@@ -181,8 +188,14 @@ def _execute(notebook: str, output: str, params: dict, kernel: str | None, cwd: 
     started = time.time()
     status, error = "ok", ""
     try:
-        pm.execute_notebook(notebook, output, parameters=params, kernel_name=kernel, cwd=cwd,
-                            progress_bar=False, log_output=False, execution_timeout=timeout_s)
+        for attempt in range(KERNEL_START_TRIES):
+            try:
+                pm.execute_notebook(notebook, output, parameters=params, kernel_name=kernel, cwd=cwd,
+                                    progress_bar=False, log_output=False, execution_timeout=timeout_s)
+                break
+            except RuntimeError as exc:  # no cell ran: the kernel never answered (see KERNEL_START_TRIES)
+                if not str(exc).startswith(_NO_KERNEL) or attempt == KERNEL_START_TRIES - 1:
+                    raise
     except pm.PapermillExecutionError as exc:
         status = "failed"
         error = f"{exc.ename}: {exc.evalue} (cell {exc.exec_count})"

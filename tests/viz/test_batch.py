@@ -288,3 +288,36 @@ def test_the_progress_bar_shows_what_the_notebooks_spend(tmp_path, capsys, monke
     assert tokens > 0 and cost > 0
     last = [line for line in capsys.readouterr().out.splitlines() if line.startswith("progress batch")][-1]
     assert f"· {tokens:,} tok · ${cost:.4f} ·" in last, last
+
+
+def test_a_kernel_that_never_answered_is_started_again_and_other_errors_are_not(monkeypatch):
+    import papermill as pm
+
+    from jitlab import batch
+    calls = []
+
+    def flaky(*args, **kwargs):  # TEST DOUBLE of papermill: the kernel's first start loses its port
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("Kernel didn't respond in 60 seconds")
+
+    monkeypatch.setattr(pm, "execute_notebook", flaky)
+    assert batch._execute("nb.ipynb", "out.ipynb", {}, None, ".", None)["status"] == "ok" and len(calls) == 2
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("something else")
+
+    calls.clear()
+    monkeypatch.setattr(pm, "execute_notebook", broken)
+    result = batch._execute("nb.ipynb", "out.ipynb", {}, None, ".", None)
+    assert result["status"] == "failed" and "something else" in result["error"] and len(calls) == 1
+
+    def never(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("Kernel didn't respond in 60 seconds")
+
+    calls.clear()
+    monkeypatch.setattr(pm, "execute_notebook", never)
+    assert batch._execute("nb.ipynb", "out.ipynb", {}, None, ".", None)["status"] == "failed"
+    assert len(calls) == batch.KERNEL_START_TRIES
