@@ -134,9 +134,12 @@ def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed:
     never counts as a task failure; the caller's episode row is therefore always finished."""
     env = agent = None
     try:
+        start = time.perf_counter()
         env = suite.make_env(task)
         agent = make_agent(env)
+        setup_s = time.perf_counter() - start
         result = run_episode(env, agent, llm, budget, seed, on_step=on_step)
+        result.time["setup_s"] = round(setup_s, 4)   # the environment and agent built, outside the episode's wall
     except InfraError as exc:
         result = EpisodeResult(status="infra_error", error=str(exc))
     finally:

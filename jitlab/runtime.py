@@ -28,6 +28,7 @@ from jitlab.protocol import (
     Event,
     Observation,
 )
+from jitlab.timing import EpisodeTime
 
 __all__ = ["EPISODE_MAX_TOKENS", "EPISODE_MAX_WALL_S", "Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend",
            "SpendCapReached", "WallClock", "run_episode"]
@@ -112,6 +113,7 @@ class LLMHandle:
         self.prompt_tokens = self.completion_tokens = self.calls = 0
         self.chat_calls = self.score_calls = 0  # attempted calls by kind: what a step's compliance record counts
         self.cost = self.queue_s = 0.0
+        self.latency_s = self.compute_s = 0.0  # calls that reached the backbone: their whole time and its compute
         self.spend_stopped = False  # set when the spend cap refused a call (a harness may swallow the error)
         self._lock = threading.Lock()
 
@@ -193,6 +195,9 @@ class LLMHandle:
             self.calls += 1
             if not completion.cached:  # a replay-cache hit carries its original call's timings, not waited now
                 self.queue_s += completion.queue_s
+                self.latency_s += completion.latency_s
+                self.compute_s += (completion.compute_s if completion.compute_s is not None
+                                   else max(0.0, completion.latency_s - completion.queue_s))
         if self.spend is not None and not completion.cached:
             self.spend.add(completion.cost, completion.prompt_tokens + completion.completion_tokens)
         if self.on_call:
@@ -291,17 +296,23 @@ class EpisodeResult:
     wall_s: float = 0.0
     error: str = ""
     diagnostic: dict = field(default_factory=dict)
+    time: dict = field(default_factory=dict)   # where wall_s went (EpisodeTime.as_dict): stored in the episode's extra
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _env_call(fn, *args, **kwargs):
-    """Call into the (trusted) environment; its crashes are infrastructure errors, not the harness's."""
+def _env_call(fn, *args, timer=None, **kwargs):
+    """Call into the (trusted) environment; its crashes are infrastructure errors, not the harness's. ``timer``
+    (an EpisodeTime) adds the call's time to ``env_s``."""
+    start = time.perf_counter()
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
         raise InfraError(f"environment {getattr(fn, '__qualname__', fn)} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if timer is not None:
+            timer.env_s += time.perf_counter() - start
 
 
 class WallClock:
@@ -328,16 +339,17 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
     ``harness_error``; InfraError propagates as ``infra_error`` so the runner retries it."""
     clock = WallClock(budget.max_wall_s, llm)
     start = clock.start
+    timer = EpisodeTime(agent, llm)
     max_steps = budget.max_steps or env.spec.max_steps
     result = EpisodeResult(status="ok")
     step = 0
     if hasattr(agent, "limit_wall"):  # it can stop a request that outlives the budget (a hung act() or import)
         agent.limit_wall(clock)
     try:
-        obs = _env_call(env.reset, seed=seed)
+        obs = _env_call(env.reset, seed=seed, timer=timer)
         # the harness sees the budget it has: a lower --max-steps in the task's max_steps and budget sentence
-        agent.begin(env.spec.with_max_steps(budget.max_steps) if hasattr(env.spec, "with_max_steps") else env.spec,
-                    obs)
+        timer.agent_call(agent.begin, env.spec.with_max_steps(budget.max_steps) if hasattr(env.spec, "with_max_steps")
+                         else env.spec, obs)
         while not obs.done and step < max_steps:
             if getattr(llm, "spend_stopped", False):
                 break  # the run's spend cap refused a call and the harness carried on: stop here
@@ -347,12 +359,12 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
             llm.step = step
             tokens_before = llm.tokens
             calls_before = getattr(llm, "chat_calls", 0), getattr(llm, "score_calls", 0)
-            decision = agent.decide(step)
+            decision = timer.agent_call(agent.decide, step)
             compliance = step_record(decision, obs, env.spec, getattr(llm, "chat_calls", 0) - calls_before[0],
                                      getattr(llm, "score_calls", 0) - calls_before[1])
-            obs = _env_call(env.step, decision.tool, dict(decision.args))
+            obs = _env_call(env.step, decision.tool, dict(decision.args), timer=timer)
             result.tool_calls += 1
-            agent.observe(decision, obs, step)
+            timer.agent_call(agent.observe, decision, obs, step)
             if on_step:
                 on_step({"step": step, "tool": decision.tool, "args": decision.args, "thought": decision.thought,
                          "observation": obs.text, "reward": obs.reward, "done": obs.done,
@@ -380,10 +392,11 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
         result.diagnostic = {}
     if result.status not in ("infra_error", "spend_cap"):
         try:  # the scorer is the environment's too: its crash is an infrastructure error, retried
-            score = _env_call(env.score)
+            score = _env_call(env.score, timer=timer)
         except InfraError as exc:
             score, result.status, result.error, result.diagnostic = None, "infra_error", str(exc), {}
         if score is not None:
             result.success, result.reward = bool(score.success), float(score.reward)
     result.steps, result.wall_s = step, time.perf_counter() - start
+    result.time = timer.as_dict(result.wall_s)
     return result

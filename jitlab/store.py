@@ -101,6 +101,11 @@ def _provenance(config: dict) -> dict:
     return {k: v for k, v in found.items() if v is not None}
 
 
+def _extra(result: dict) -> dict:
+    """An episode's ``extra`` column: the result's own extra plus its time breakdown (``time``, if measured)."""
+    return {**result.get("extra", {}), **({"time": result["time"]} if result.get("time") else {})}
+
+
 def fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -401,7 +406,7 @@ class RunStore:
                 (result["status"], int(result["success"]), result["reward"], result["steps"], llm.prompt_tokens,
                  llm.completion_tokens, llm.cost, result["wall_s"], result["tool_calls"], llm.calls, episode_id,
                  result.get("error", ""), json.dumps(result.get("diagnostic", {})),
-                 json.dumps(result.get("extra", {})), time.time(), episode_id))
+                 json.dumps(_extra(result)), time.time(), episode_id))
 
     def spend(self) -> tuple[float, int]:
         """(cost, tokens) of every recorded backbone call that reached the backbone (cache hits excluded):

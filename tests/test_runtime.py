@@ -266,3 +266,14 @@ def test_the_harness_is_told_the_step_cap_it_has(suite, budget_text):
         budget_text.replace("5", str(spec.max_steps)), "")          # nothing else changed
     run_episode(_OneStepEnv(spec), agent, llm, Budget(max_steps=500))
     assert agent.task is spec                                         # a cap above the task's own changes nothing
+
+
+def test_the_time_breakdown_adds_up_to_the_wall_time_and_puts_each_wait_in_its_part():
+    spec = ToySuite().tasks()[2]
+    steps = len(spec.data["plan"])
+    result, _, llm, _ = _run(_QueuedBackbone(_solver(spec), hold_s=0.05, compute_s=0.03), task=2)
+    t = result.time
+    assert set(t) == {"compute_s", "queue_s", "backbone_other_s", "harness_s", "sandbox_s", "env_s", "other_s"}
+    assert sum(t.values()) == pytest.approx(result.wall_s, abs=0.01)
+    assert t["queue_s"] >= 0.05 * steps and t["compute_s"] == pytest.approx(0.03 * steps, abs=1e-3)
+    assert t["sandbox_s"] == 0 and t["harness_s"] < t["queue_s"]   # an in-process harness; its code is quick

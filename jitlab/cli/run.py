@@ -19,6 +19,7 @@ from jitlab.harness import case_study_names, load_harness, regenerate_seeds, res
 from jitlab.runner import RunConfig, default_out, run
 from jitlab.runtime import SpendCapReached
 from jitlab.store import load, summarize
+from jitlab.timing import time_breakdown
 
 __all__ = ["add_run_commands", "cmd_export", "cmd_harnesses", "cmd_run", "cmd_show", "cmd_suites"]
 
@@ -72,6 +73,9 @@ def cmd_show(args) -> int:
     if args.compliance:
         for run_dir in args.run_dirs:
             _print_compliance(run_dir)
+    if args.time:
+        for run_dir in args.run_dirs:
+            _print_time(run_dir)
     if args.mechanisms:
         from jitlab.viz.runs import class_counts, mechanism_usage
         for run_dir in args.run_dirs:
@@ -150,6 +154,17 @@ def _print_compliance(run_dir) -> None:
               f"{(gaps < 1.0).mean():.2f}")
 
 
+def _print_time(run_dir) -> None:
+    """Where a run's episode time went (jitlab/timing.py)."""
+    episodes = load(run_dir)["episodes"]
+    table = time_breakdown(episodes)
+    if table is None:
+        print(f"\ntime in {run_dir}: not recorded (a run from before the time breakdown)")
+        return
+    print(f"\ntime in {run_dir} (episode-seconds over {len(episodes)} episode rows; concurrent episodes overlap)")
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-"))
+
+
 def cmd_export(args) -> int:
     from jitlab.export import export_runs
     written = export_runs(args.runs, args.out)
@@ -224,6 +239,8 @@ def add_run_commands(sub) -> None:
     p.add_argument("--mechanisms", action="store_true", help="also the mechanisms the run's harnesses carried: per "
                    "task the library class of each slot M/P/F/A/H, the tasks that carried each class, and the "
                    "case-study mechanisms with success when chosen vs not (jitlab.viz.runs.mechanism_usage)")
+    p.add_argument("--time", action="store_true", help="also where the episodes' time went: model compute, queue "
+                   "for the model, backbone overhead, harness code, sandbox, environment, bookkeeping (jitlab/timing.py)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("export", help="compact export of run directories (summary, episodes, per-call aggregates) to commit")

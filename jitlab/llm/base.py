@@ -6,7 +6,8 @@ Names:
     ``hf:<local dir>[#file.gguf]``   a local transformers checkpoint (local files only)
     ``litellm:<provider/model>``     any litellm provider; ``api_base=`` for OpenAI-compatible servers
     ``llamacpp:embedded``, ``llamacpp:gemma3-270m``, ``llamacpp:<file.gguf>``
-                                     the same GGUF weights on llama.cpp (optional extra ``jitlab[llamacpp]``)
+                                     the same GGUF weights on llama.cpp (optional extra ``jitlab[llamacpp]``);
+                                     ``llamacpp:embedded-q8_0`` (-q4_0, -bf16, -f16): a re-typed copy of them
     ``scripted:<name>``              deterministic test doubles (see jitlab.llm.scripted)
 
 Heavy libraries (torch, transformers, litellm, llama_cpp) are imported only by the backend that needs them.
@@ -59,6 +60,9 @@ def weights_of(name: str) -> str:
     if name in NAMED:
         return NAMED[name]
     if kind == "llamacpp":
+        packaged, _, retyped = rest.partition("-")
+        if packaged in NAMED and retyped:
+            return f"{NAMED[packaged]}, re-typed to {retyped.upper()} by llama.cpp's quantizer, run by llama.cpp"
         return f"{NAMED.get(rest, f'GGUF file {rest}')}, run by llama.cpp"
     return {"hf": f"local checkpoint {rest}", "litellm": f"provider model {rest}",
             "scripted": f"scripted test double {rest}"}.get(kind, name)
@@ -107,7 +111,7 @@ def check_name(name: str) -> None:
     kind, _, rest = name.partition(":")
     if kind not in BACKENDS or (kind not in NAMED and not rest) or (kind in NAMED and rest):
         raise UnknownName("backbone", name, [*NAMED, "hf:<dir>[#file.gguf]", "litellm:<provider/model>",
-                                              "llamacpp:embedded|gemma3-270m|<file.gguf>", "scripted:<name>"])
+                                              "llamacpp:embedded[-q8_0]|gemma3-270m|<file.gguf>", "scripted:<name>"])
     if kind == "scripted":
         check_scripted(rest)
 

@@ -14,7 +14,7 @@ import json
 import threading
 
 from jitlab.errors import ConfigError, InfraError
-from jitlab.llm import base
+from jitlab.llm import base, record
 
 __all__ = ["BackbonePool", "LazyBackbone"]
 
@@ -30,6 +30,7 @@ class LazyBackbone:
         self.name, self.options = name, dict(options)
         self.id = name + (json.dumps(options, sort_keys=True) if options else "")
         self._backbone = None
+        self._recorder = record.from_env()   # JITLAB_RECORD_CALLS: the call stream, for benchmarks/replay.py
 
     def get(self):
         with _LOAD_LOCK:  # one load at a time: concurrent first imports of transformers can fail
@@ -48,13 +49,24 @@ class LazyBackbone:
         return getattr(self.get(), "price", None)
 
     def chat(self, messages, **params):
-        return self.get().chat(messages, **params)
+        if self._recorder is None:
+            return self.get().chat(messages, **params)
+        t0 = self._recorder.now()
+        completion = self.get().chat(messages, **params)
+        self._recorder.write("chat", t0, messages, params=params, text=completion.text,
+                             prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens)
+        return completion
 
     def score(self, messages, candidates):
         scorer = getattr(self.get(), "score", None)
         if scorer is None:
             raise NotImplementedError(f"backbone {self.name} has no score()")
-        return scorer(messages, candidates)
+        if self._recorder is None:
+            return scorer(messages, candidates)
+        t0 = self._recorder.now()
+        scores = scorer(messages, candidates)
+        self._recorder.write("score", t0, messages, candidates=list(candidates), scores=list(scores))
+        return scores
 
     def last_score_timing(self) -> dict:
         """The loaded backbone's timing of this thread's last ``score`` call (queue_s, compute_s, reused prefix

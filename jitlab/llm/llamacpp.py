@@ -37,6 +37,7 @@ next call starts a new one. ``close()`` stops the child; it also exits when the 
 from __future__ import annotations
 
 import atexit
+import collections
 import functools
 import json
 import logging
@@ -56,13 +57,18 @@ from jitlab.llm import hf
 from jitlab.llm.base import backend_config
 from jitlab.llm.hf import _clean, _plain_prompt, check_installed
 from jitlab.llm.pricing import find_price, resolve_pricing
+from jitlab.paths import data_dir
 from jitlab.protocol import Completion
 
-__all__ = ["EMBEDDED_ID", "GEMMA_ID", "INSTALL", "LlamaCppBackbone", "LlamaCppConfig", "render"]
+__all__ = ["EMBEDDED_ID", "GEMMA_ID", "INSTALL", "RETYPED", "LlamaCppBackbone", "LlamaCppConfig", "render", "retyped_path"]
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_ID = "llamacpp:smollm2-135m-instruct"
+# the weight types a packaged GGUF can be re-typed to (llamacpp:embedded-q8_0): llama.cpp ftype numbers. Q8_0 and
+# Q4_0 have llama.cpp's fast CPU matrix kernels (the packaged SmolLM2 file is Q4_1, which has none on x86); bf16 and
+# f16 hold the de-quantized weights almost exactly. Each is other weights, so another backbone id (…-q8_0).
+RETYPED = {"q8_0": 7, "q4_0": 2, "bf16": 32, "f16": 1}
 GEMMA_ID = "llamacpp:gemma3-270m-base-q4_k_m"
 INSTALL = ('pip install "jitlab[llamacpp]" (builds llama-cpp-python 0.3.36 from source: 6-15 minutes on 2 cores; if '
            'it then segfaults on prompts, rebuild it with GGML_NATIVE=OFF as jitlab/llm/README.md says)')
@@ -77,6 +83,9 @@ class LlamaCppConfig:
                                                  "max": 255})
     n_ctx: int = field(default=4096, metadata={"help": "context per sequence, prompt plus reply (capped at the model's)",
                                                "min": 1})
+    workers: int = field(default=1, metadata={"help": "engine processes, each with `threads` threads; calling "
+                                                      "threads go to them in turn and each keeps its own, so an "
+                                                      "episode finds its prefix there", "min": 1, "max": 16})
     max_new_tokens: int = field(default=256, metadata={"help": "default cap on generated tokens per call", "min": 1})
     temperature: float = field(default=0.0, metadata={"help": "default temperature; 0 = greedy (deterministic)", "min": 0})
     prefix_reuse: bool = field(default=True, metadata={"help": "start a prompt from a finished slot's common prefix"})
@@ -99,23 +108,35 @@ class LlamaCppConfig:
 
 def check_spec(spec: str) -> None:
     """ConfigError unless ``llamacpp:<spec>`` names a GGUF file (llm.base.check_options, before a run writes)."""
-    if spec in ("embedded", "gemma3-270m"):
-        check_installed(spec)
+    packaged, _, kind = spec.partition("-")
+    if packaged in ("embedded", "gemma3-270m") and (not kind or kind in RETYPED):
+        check_installed(packaged)
     else:
         _resolve(spec)
 
 
-def _resolve(spec: str) -> tuple[Path, str, str | None]:
-    """(GGUF path, backbone id, id of the same weights on the hf engine, for the price)."""
+def retyped_path(source: Path, kind: str) -> Path:
+    """Where the ``kind`` (a RETYPED key) copy of a packaged GGUF lives: JITLAB_HOME/data/models/<stem>-<kind>.gguf,
+    written by the engine process on first use (llama.cpp's own quantizer, from the packaged file)."""
+    return data_dir("models") / f"{source.stem}-{kind}.gguf"
+
+
+def _resolve(spec: str) -> tuple[Path, str, str | None, Path | None]:
+    """(GGUF path, backbone id, id of the same weights on the hf engine for the price, the packaged GGUF a retyped
+    copy is made from or None)."""
+    packaged, _, kind = spec.partition("-")
+    if packaged in ("embedded", "gemma3-270m") and kind in RETYPED:
+        source, model_id, hf_id, _ = _resolve(packaged)
+        return retyped_path(source, kind), f"{model_id}-{kind}", hf_id, source
     if spec == "embedded":
-        return hf.embedded_gguf_path(), EMBEDDED_ID, hf.EMBEDDED_ID
+        return hf.embedded_gguf_path(), EMBEDDED_ID, hf.EMBEDDED_ID, None
     if spec == "gemma3-270m":
-        return hf.gemma_gguf_path(), GEMMA_ID, hf.GEMMA_ID
+        return hf.gemma_gguf_path(), GEMMA_ID, hf.GEMMA_ID, None
     path = Path(spec).expanduser()
     if not path.is_file():
-        raise ConfigError(f"llamacpp backbone: no GGUF file {spec!r}; use llamacpp:embedded, llamacpp:gemma3-270m or "
-                          "llamacpp:<path to a .gguf file>")
-    return path.resolve(), f"llamacpp:{path.resolve()}", None
+        raise ConfigError(f"llamacpp backbone: no GGUF file {spec!r}; use llamacpp:embedded, llamacpp:gemma3-270m "
+                          f"(or either with -{'|-'.join(RETYPED)}) or llamacpp:<path to a .gguf file>")
+    return path.resolve(), f"llamacpp:{path.resolve()}", None, None
 
 
 class LlamaCppBackbone:
@@ -123,23 +144,27 @@ class LlamaCppBackbone:
 
     def __init__(self, spec: str, **options):
         self.config = cfg = backend_config("llamacpp", LlamaCppConfig, options)   # checks its values too
-        self.gguf, default_id, hf_id = _resolve(spec)
+        self.gguf, default_id, hf_id, source = _resolve(spec)
         self.id = (cfg.name or default_id) + ("+flash_attn" if cfg.flash_attn else "")
         self.price = find_price(resolve_pricing(cfg.pricing), self.id, *([hf_id] if hf_id else []))
         if self.price is None:
             log.warning("no price for backbone %s: its calls cost 0; pass pricing=<yaml> to price it", self.id)
         if find_spec("llama_cpp") is None:
             raise ConfigError(f"llamacpp backbone: llama-cpp-python is not installed; run {INSTALL}")
-        self._key = (str(self.gguf), int(cfg.threads), int(cfg.max_batch), int(cfg.n_ctx), bool(cfg.prefix_reuse),
-                     bool(cfg.flash_attn), cfg.wait_policy)
+        self._key = (str(self.gguf), str(source or ""), int(cfg.threads), int(cfg.max_batch), int(cfg.n_ctx),
+                     bool(cfg.prefix_reuse), bool(cfg.flash_attn), cfg.wait_policy)
         self._warned: set[str] = set()
         self._local = threading.local()
 
     def _call(self, request: dict) -> dict:
         with _ENGINES_LOCK:
-            engine = _ENGINES.get(self._key)
+            worker = getattr(self._local, "worker", None)
+            if worker is None:   # a thread's first call: the workers take calling threads in turn
+                worker = self._local.worker = _TURNS[self._key] % self.config.workers
+                _TURNS[self._key] += 1
+            engine = _ENGINES.get((*self._key, worker))
             if engine is None:
-                engine = _ENGINES[self._key] = _Engine(*self._key)
+                engine = _ENGINES[(*self._key, worker)] = _Engine(*self._key)
         return engine.call(request)
 
     def chat(self, messages: list[dict], **params) -> Completion:
@@ -186,16 +211,17 @@ class LlamaCppBackbone:
         return self._call({"op": "logprobs", "ids": [int(i) for i in ids]})["logprobs"]
 
     def steps(self) -> dict[int, int]:
-        """How many steps the engine ran with each number of sequences getting a token in them, since the last
-        ``steps()`` call (for tests and benchmarks: {8: 47} means 47 steps that gave 8 sequences a token each)."""
+        """How many steps this thread's engine worker ran with each number of sequences getting a token in them,
+        since the last ``steps()`` call (for tests and benchmarks: {8: 47} means 47 steps that gave 8 sequences a
+        token each)."""
         return {int(k): v for k, v in self._call({"op": "steps"})["steps"].items()}
 
     def close(self) -> None:
         """Stop this backbone's engine process (shared with every backbone on the same GGUF and options); a later
         call starts a new one."""
         with _ENGINES_LOCK:
-            engine = _ENGINES.pop(self._key, None)
-        if engine is not None:
+            engines = [_ENGINES.pop((*self._key, w), None) for w in range(self.config.workers)]
+        for engine in filter(None, engines):
             engine.close()
 
 
@@ -209,8 +235,8 @@ class _Call:
 class _Engine:
     """Parent side of one engine process: writes requests, a reader thread hands each reply to its caller."""
 
-    def __init__(self, gguf: str, threads: int, max_batch: int, n_ctx: int, prefix_reuse: bool, flash_attn: bool,
-                 wait_policy: str):
+    def __init__(self, gguf: str, source: str, threads: int, max_batch: int, n_ctx: int, prefix_reuse: bool,
+                 flash_attn: bool, wait_policy: str):
         self.name = Path(gguf).name
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(jitlab.__file__).parent.parent),
                                                                            os.environ.get("PYTHONPATH")]))}
@@ -218,7 +244,7 @@ class _Engine:
         # and collapses on a busy one (jitlab/llm/README.md), hence an option, not the caller's environment
         env["OMP_WAIT_POLICY"] = wait_policy.upper()
         self.stderr = tempfile.TemporaryFile()
-        args = {"gguf": gguf, "threads": threads, "max_batch": max_batch, "n_ctx": n_ctx, "reuse": prefix_reuse,
+        args = {"gguf": gguf, "source": source, "threads": threads, "max_batch": max_batch, "n_ctx": n_ctx, "reuse": prefix_reuse,
                 "flash_attn": flash_attn, "parent": os.getpid()}
         self.proc = subprocess.Popen([sys.executable, "-m", "jitlab.llm.llamacpp_server", json.dumps(args)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
@@ -292,6 +318,7 @@ class _Engine:
 
 _ENGINES: dict[tuple, _Engine] = {}
 _ENGINES_LOCK = threading.Lock()
+_TURNS: collections.Counter = collections.Counter()   # calling threads handed out per engine key (round robin)
 
 
 @atexit.register

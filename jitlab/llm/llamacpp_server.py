@@ -6,6 +6,7 @@ when its parent does. See jitlab.llm.llamacpp's docstring for the semantics.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -13,7 +14,10 @@ import sys
 import time
 
 from jitlab.errors import ConfigError, InfraError
-from jitlab.llm.llamacpp import INSTALL, render
+from jitlab.llm.llamacpp import INSTALL, RETYPED, render
+
+SCORE_SEQS = 32    # sequences of the scoring context: the prompt's, then up to 31 candidates decoded together ...
+SCORE_ROOM = 2048  # ... holding at most this many tokens (the context's room beyond one prompt)
 
 
 class _Request:
@@ -51,6 +55,17 @@ class _Server:
         self.ctx = L.llama_init_from_model(self.model, cp)
         if not self.ctx:
             raise InfraError(f"llamacpp backbone: could not create a llama.cpp context of {cp.n_ctx} tokens for {gguf}")
+        # score's own context, its KV cache unified: a prompt's cells are given to every candidate's sequence at no
+        # cost (llama_memory_seq_cp only adds sequence ids to cells), so all candidates decode in one batch
+        sp = L.llama_context_default_params()
+        sp.n_ctx, sp.n_seq_max, sp.kv_unified = cp.n_ctx // n_seq + SCORE_ROOM, SCORE_SEQS, True
+        sp.n_batch = sp.n_ubatch = 512
+        sp.n_threads = sp.n_threads_batch = threads
+        sp.flash_attn_type = cp.flash_attn_type
+        self.sctx = L.llama_init_from_model(self.model, sp)
+        if not self.sctx:
+            raise InfraError(f"llamacpp backbone: could not create llama.cpp's scoring context for {gguf}")
+        self.smem, self.scached = L.llama_get_memory(self.sctx), []
         self.mem, self.vocab = L.llama_get_memory(self.ctx), L.llama_model_get_vocab(self.model)
         self.n_vocab, self.n_ctx, self.n_batch = L.llama_vocab_n_tokens(self.vocab), L.llama_n_ctx_seq(self.ctx), 512
         self.batch = L.llama_batch_init(self.n_batch, 0, 1)
@@ -95,18 +110,18 @@ class _Server:
         limit = max(16, self.n_ctx - limit_new)
         return ids[-limit:]
 
-    def _decode(self, rows: list[tuple[int, int, int, bool]]) -> None:
-        """One llama_decode of (token, position, sequence, wants logits) rows."""
+    def _decode(self, rows: list[tuple[int, int, int, bool]], ctx=None) -> None:
+        """One llama_decode of (token, position, sequence, wants logits) rows in ``ctx`` (default: the chat context)."""
         b = self.batch
         for i, (token, pos, seq, logits) in enumerate(rows):
             b.token[i], b.pos[i], b.n_seq_id[i], b.seq_id[i][0], b.logits[i] = token, pos, 1, seq, logits
         b.n_tokens = len(rows)
-        if rc := self.L.llama_decode(self.ctx, b):
+        if rc := self.L.llama_decode(ctx or self.ctx, b):
             raise InfraError(f"llama_decode failed (code {rc}) on a batch of {len(rows)} tokens")
 
-    def _logprobs(self, i: int):
+    def _logprobs(self, i: int, ctx=None):
         np = self.np
-        x = np.ctypeslib.as_array(self.L.llama_get_logits_ith(self.ctx, i), shape=(self.n_vocab,)).astype(np.float64)
+        x = np.ctypeslib.as_array(self.L.llama_get_logits_ith(ctx or self.ctx, i), shape=(self.n_vocab,)).astype(np.float64)
         return x - x.max() - np.log(np.exp(x - x.max()).sum())
 
     def _take(self, slot: dict, ids: list[int]) -> int:
@@ -158,22 +173,46 @@ class _Server:
         return [float(rows[j - 1][t]) for j, t in enumerate(ids) if j]
 
     def score(self, msg: dict, received: float) -> None:
+        """Each candidate's summed log-likelihood after the prompt (its tokens plus the end token), in the scoring
+        context: the prompt is prefilled once as sequence 0 (from the common prefix kept of the last score prompt),
+        then every candidate, a sequence of its own sharing the prompt's cells, in one decode per SCORE_SEQS - 1."""
         started = time.monotonic()
+        L = self.L
         conts = [self.tokenize(c, False) + [self.end_id] for c in msg["candidates"]]
         prompt = self.prompt(msg["messages"], max(len(c) for c in conts))
-        slot, at = self.slots[-1], len(prompt)
-        reused = min(len(os.path.commonprefix([slot["cached"], prompt])), at - 1) if self.reuse else 0
-        first = self._prefill_alone(slot, prompt)[-1]
-        scores = []
-        for cont in conts:        # one decode per candidate on top of the prompt, then its tokens are dropped
-            total = float(first[cont[0]])
-            if len(cont) > 1:
-                self._decode([(t, at + j, slot["seq"], True) for j, t in enumerate(cont[:-1])])
-                total += sum(float(self._logprobs(j)[t]) for j, t in enumerate(cont[1:]))
-                self.L.llama_memory_seq_rm(self.mem, slot["seq"], at, -1)
-            scores.append(total)
+        at = len(prompt)
+        keep = min(len(os.path.commonprefix([self.scached, prompt])), at - 1) if self.reuse else 0
+        L.llama_memory_seq_rm(self.smem, 0, keep, -1)
+        for chunk_at in range(keep, at, self.n_batch):
+            chunk = prompt[chunk_at:chunk_at + self.n_batch]
+            self._decode([(t, chunk_at + j, 0, chunk_at + j == at - 1) for j, t in enumerate(chunk)], self.sctx)
+        self.scached = list(prompt)
+        first = self._logprobs(self.batch.n_tokens - 1, self.sctx)
+        scores = [float(first[c[0]]) for c in conts]
+        groups: list[list[int]] = []       # candidates decoded together: < SCORE_SEQS of them, SCORE_ROOM tokens
+        for i, c in enumerate(conts):
+            if len(c) > 1:
+                if not groups or len(groups[-1]) == SCORE_SEQS - 1 or sum(len(conts[j]) for j in groups[-1]) + len(
+                        c) > SCORE_ROOM:
+                    groups.append([])
+                groups[-1].append(i)
+        for group in groups:
+            rows, where = [], []
+            for seq, i in enumerate(group, start=1):
+                L.llama_memory_seq_cp(self.smem, 0, seq, 0, at)
+                for j, t in enumerate(conts[i][:-1]):
+                    where.append((i, conts[i][j + 1], len(rows)))
+                    rows.append((t, at + j, seq, True))
+            for r in range(0, len(rows), self.n_batch):
+                part = rows[r:r + self.n_batch]
+                self._decode(part, self.sctx)
+                for i, token, row in where:
+                    if r <= row < r + len(part):
+                        scores[i] += float(self._logprobs(row - r, self.sctx)[token])
+            for seq in range(1, len(group) + 1):
+                L.llama_memory_seq_rm(self.smem, seq, -1, -1)
         self.send({"id": msg["id"], "scores": scores, "queue_s": started - received,
-                   "compute_s": time.monotonic() - started, "reused": reused,
+                   "compute_s": time.monotonic() - started, "reused": keep,
                    "prompt_tokens": at + sum(len(c) for c in conts)})
 
     def admit(self) -> None:
@@ -282,6 +321,24 @@ class _Server:
                 self.step()
 
 
+def retype(L, source: str, target: str) -> None:
+    """Write ``target`` (its name ends in -<RETYPED key>.gguf) from the packaged GGUF ``source`` with llama.cpp's own
+    quantizer (de-quantized to float, then the new type); written beside it and renamed, so a reader never sees half a
+    file and two engines making it at once both end with a whole one."""
+    kind = os.path.basename(target)[:-len(".gguf")].rsplit("-", 1)[1]
+    params = L.llama_model_quantize_default_params()
+    params.ftype, params.allow_requantize, params.nthread = RETYPED[kind], True, os.cpu_count() or 1
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        if L.llama_model_quantize(source.encode(), tmp.encode(), ctypes.byref(params)) != 0:
+            raise ConfigError(f"llamacpp backbone: llama.cpp could not write a {kind} copy of {source}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def _child(args: dict) -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)   # the reply channel; fd 1 goes to stderr so C prints cannot corrupt it
     os.dup2(2, 1)
@@ -297,6 +354,8 @@ def _child(args: dict) -> None:
         return send({"error": f"llamacpp backbone: llama_cpp cannot be imported ({type(exc).__name__}: {exc}); "
                               f"run {INSTALL}"})
     try:
+        if args.get("source") and not os.path.isfile(args["gguf"]):
+            retype(llama_cpp, args["source"], args["gguf"])
         server = _Server(llama_cpp, numpy, args["gguf"], args["threads"], args["max_batch"], args["n_ctx"], args["reuse"],
                          args["flash_attn"], send)
     except ConfigError as exc:

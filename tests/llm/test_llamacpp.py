@@ -35,6 +35,16 @@ def test_names_are_registered_without_loading_anything():
     assert weights_of("llamacpp:/m/x.gguf") == "GGUF file /m/x.gguf, run by llama.cpp"
 
 
+def test_retyped_names_are_their_own_backbone_ids():
+    check_name("llamacpp:embedded-q8_0")
+    assert "re-typed to Q8_0" in weights_of("llamacpp:embedded-q8_0")
+    path, model_id, hf_id, source = llamacpp._resolve("embedded-q8_0")
+    assert model_id == "llamacpp:smollm2-135m-instruct-q8_0" and path.name.endswith("-q8_0.gguf")
+    assert source == llamacpp._resolve("embedded")[0] and hf_id == llamacpp._resolve("embedded")[2]
+    with pytest.raises(ConfigError, match="-q8_0"):
+        get_backbone("llamacpp:embedded-q9")
+
+
 def test_missing_llama_cpp_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(llamacpp, "find_spec", lambda name: None)
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
@@ -85,7 +95,7 @@ def smol():
 
 
 def _pid(llm) -> int:
-    return llamacpp._ENGINES[llm._key].proc.pid
+    return llamacpp._ENGINES[(*llm._key, 0)].proc.pid
 
 
 @needs_llamacpp
@@ -161,9 +171,12 @@ def test_score_ranks_and_equals_a_plain_forward_pass(smol):
     for text, score in zip((good, bad), scores):
         reply = smol.reply_ids(text)
         direct = sum(smol.token_logprobs(prompt + reply)[len(prompt) - 1:])
-        assert score == pytest.approx(direct, abs=1e-4)   # equal to the last bit when measured
+        # candidates decoded together in one batch take llama.cpp's batched matrix path, whose float
+        # sums differ from the single sequence's by ~3e-4 relative (measured); choices are compared in
+        # benchmarks/replay.py
+        assert score == pytest.approx(direct, rel=1e-3)
     assert smol.score(QUESTION, []) == []
-    assert set(smol.last_score_timing()) == {"queue_s", "compute_s", "reused"}
+    assert set(smol.last_score_timing()) == {"queue_s", "compute_s", "reused", "prompt_tokens"}
 
 
 @needs_llamacpp
@@ -188,10 +201,46 @@ def test_prompt_rendering_equals_hf(smol):
 
 
 @needs_llamacpp
+def test_a_retyped_copy_is_written_on_first_use_and_serves(monkeypatch, tmp_path):
+    monkeypatch.setenv("JITLAB_HOME", str(tmp_path))
+    llm = get_backbone("llamacpp:embedded-q8_0", **OPTIONS, threads=1)
+    try:
+        assert not llm.gguf.exists()
+        reply = llm.chat(QUESTION, max_new_tokens=4)
+        assert llm.gguf.is_file() and llm.gguf.is_relative_to(tmp_path) and reply.completion_tokens > 0
+        assert llm.id == "llamacpp:smollm2-135m-instruct-q8_0" and reply.cost > 0
+    finally:
+        llm.close()
+
+
+@needs_llamacpp
+def test_workers_take_calling_threads_in_turn_and_agree(smol):
+    alone = smol.chat(QUESTION, max_new_tokens=12).text
+    llm = get_backbone("llamacpp:embedded", **OPTIONS, threads=1, workers=2)
+    replies, workers = [None] * 4, [None] * 4
+
+    def call(i):
+        replies[i] = llm.chat(QUESTION, max_new_tokens=12).text
+        workers[i] = llm._local.worker
+
+    try:
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(workers) == [0, 0, 1, 1] and replies == [alone] * 4
+        assert {key[-1] for key in llamacpp._ENGINES if key[:-1] == llm._key} == {0, 1}
+    finally:
+        llm.close()
+    assert not any(key[:-1] == llm._key for key in llamacpp._ENGINES)
+
+
+@needs_llamacpp
 def test_close_stops_the_engine_and_a_later_call_restarts_it():
     llm = get_backbone("llamacpp:embedded", **OPTIONS, threads=1)
     llm.chat(QUESTION, max_new_tokens=2)
-    proc = llamacpp._ENGINES[llm._key].proc
+    proc = llamacpp._ENGINES[(*llm._key, 0)].proc
     llm.close()
     assert proc.poll() is not None
     assert llm.chat(QUESTION, max_new_tokens=2).completion_tokens > 0
@@ -229,7 +278,7 @@ def test_the_engine_exits_when_its_parent_dies():
         from jitlab.llm import get_backbone, llamacpp
         llm = get_backbone("llamacpp:embedded", n_ctx=256, max_batch=1, threads=1)
         llm.chat([{"role": "user", "content": "hi"}], max_new_tokens=1)
-        print(llamacpp._ENGINES[llm._key].proc.pid, flush=True)
+        print(llamacpp._ENGINES[(*llm._key, 0)].proc.pid, flush=True)
         os._exit(0)      # no atexit, no close(): the engine only sees its input close
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
