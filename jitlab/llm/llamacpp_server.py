@@ -16,8 +16,9 @@ import time
 from jitlab.errors import ConfigError, InfraError
 from jitlab.llm.llamacpp import INSTALL, RETYPED, render
 
-SCORE_SEQS = 32    # sequences of the scoring context: the prompt's, then up to 31 candidates decoded together ...
+SCORE_SEQS = 32    # sequences of a scoring context: the prompt's, then up to 31 candidates decoded together ...
 SCORE_ROOM = 2048  # ... holding at most this many tokens (the context's room beyond one prompt)
+SCORE_CONTEXTS = 8  # scoring contexts (made as needed), each keeping its last prompt: episodes scoring in turn keep theirs
 
 
 class _Request:
@@ -55,17 +56,15 @@ class _Server:
         self.ctx = L.llama_init_from_model(self.model, cp)
         if not self.ctx:
             raise InfraError(f"llamacpp backbone: could not create a llama.cpp context of {cp.n_ctx} tokens for {gguf}")
-        # score's own context, its KV cache unified: a prompt's cells are given to every candidate's sequence at no
-        # cost (llama_memory_seq_cp only adds sequence ids to cells), so all candidates decode in one batch
-        sp = L.llama_context_default_params()
+        # score's own contexts, their KV cache unified: a prompt's cells are given to every candidate's sequence at
+        # no cost (llama_memory_seq_cp only adds sequence ids to cells), so all candidates decode in one batch; one
+        # prompt per context (a unified cache attends over all its cells), made when a prompt finds no prefix kept
+        sp = self.sparams = L.llama_context_default_params()
         sp.n_ctx, sp.n_seq_max, sp.kv_unified = cp.n_ctx // n_seq + SCORE_ROOM, SCORE_SEQS, True
         sp.n_batch = sp.n_ubatch = 512
         sp.n_threads = sp.n_threads_batch = threads
         sp.flash_attn_type = cp.flash_attn_type
-        self.sctx = L.llama_init_from_model(self.model, sp)
-        if not self.sctx:
-            raise InfraError(f"llamacpp backbone: could not create llama.cpp's scoring context for {gguf}")
-        self.smem, self.scached = L.llama_get_memory(self.sctx), []
+        self.gguf, self.scorers = gguf, []
         self.mem, self.vocab = L.llama_get_memory(self.ctx), L.llama_model_get_vocab(self.model)
         self.n_vocab, self.n_ctx, self.n_batch = L.llama_vocab_n_tokens(self.vocab), L.llama_n_ctx_seq(self.ctx), 512
         self.batch = L.llama_batch_init(self.n_batch, 0, 1)
@@ -172,22 +171,40 @@ class _Server:
         rows = self._prefill_alone(slot, ids, all_logits=True)
         return [float(rows[j - 1][t]) for j, t in enumerate(ids) if j]
 
+    def _scorer(self, prompt: list[int]) -> tuple[dict, int]:
+        """The scoring context for ``prompt`` and how many of its tokens it keeps: the one keeping the longest
+        prefix (the least recently used among equals); a new one while fewer than SCORE_CONTEXTS exist and none
+        keeps half the prompt."""
+        kept = [(min(len(os.path.commonprefix([s["cached"], prompt])), len(prompt) - 1) if self.reuse else 0, -s["used"],
+                 i) for i, s in enumerate(self.scorers)]
+        keep, _, i = max(kept, default=(0, 0, -1))
+        if i < 0 or (2 * keep < len(prompt) and len(self.scorers) < SCORE_CONTEXTS):
+            ctx = self.L.llama_init_from_model(self.model, self.sparams)
+            if not ctx:
+                raise InfraError(f"llamacpp backbone: could not create llama.cpp's scoring context for {self.gguf}")
+            self.scorers.append({"ctx": ctx, "mem": self.L.llama_get_memory(ctx), "cached": [], "used": 0.0})
+            keep, i = 0, len(self.scorers) - 1
+        return self.scorers[i], keep
+
     def score(self, msg: dict, received: float) -> None:
-        """Each candidate's summed log-likelihood after the prompt (its tokens plus the end token), in the scoring
-        context: the prompt is prefilled once as sequence 0 (from the common prefix kept of the last score prompt),
-        then every candidate, a sequence of its own sharing the prompt's cells, in one decode per SCORE_SEQS - 1."""
+        """Each candidate's summed log-likelihood after the prompt (its tokens plus the end token), in a scoring
+        context (``_scorer``): the prompt is prefilled once as sequence 0 (from the common prefix the context kept of
+        its last prompt), then every candidate, a sequence of its own sharing the prompt's cells, in one decode per
+        SCORE_SEQS - 1."""
         started = time.monotonic()
         L = self.L
         conts = [self.tokenize(c, False) + [self.end_id] for c in msg["candidates"]]
         prompt = self.prompt(msg["messages"], max(len(c) for c in conts))
         at = len(prompt)
-        keep = min(len(os.path.commonprefix([self.scached, prompt])), at - 1) if self.reuse else 0
-        L.llama_memory_seq_rm(self.smem, 0, keep, -1)
+        scorer, keep = self._scorer(prompt)
+        sctx, smem = scorer["ctx"], scorer["mem"]
+        L.llama_memory_seq_rm(smem, 0, keep, -1)
+        scorer["cached"] = []                  # until the prompt is in (a failed decode leaves it unknown)
         for chunk_at in range(keep, at, self.n_batch):
             chunk = prompt[chunk_at:chunk_at + self.n_batch]
-            self._decode([(t, chunk_at + j, 0, chunk_at + j == at - 1) for j, t in enumerate(chunk)], self.sctx)
-        self.scached = list(prompt)
-        first = self._logprobs(self.batch.n_tokens - 1, self.sctx)
+            self._decode([(t, chunk_at + j, 0, chunk_at + j == at - 1) for j, t in enumerate(chunk)], sctx)
+        scorer["cached"], scorer["used"] = list(prompt), time.monotonic()
+        first = self._logprobs(self.batch.n_tokens - 1, sctx)
         scores = [float(first[c[0]]) for c in conts]
         groups: list[list[int]] = []       # candidates decoded together: < SCORE_SEQS of them, SCORE_ROOM tokens
         for i, c in enumerate(conts):
@@ -199,18 +216,18 @@ class _Server:
         for group in groups:
             rows, where = [], []
             for seq, i in enumerate(group, start=1):
-                L.llama_memory_seq_cp(self.smem, 0, seq, 0, at)
+                L.llama_memory_seq_cp(smem, 0, seq, 0, at)
                 for j, t in enumerate(conts[i][:-1]):
                     where.append((i, conts[i][j + 1], len(rows)))
                     rows.append((t, at + j, seq, True))
             for r in range(0, len(rows), self.n_batch):
                 part = rows[r:r + self.n_batch]
-                self._decode(part, self.sctx)
+                self._decode(part, sctx)
                 for i, token, row in where:
                     if r <= row < r + len(part):
-                        scores[i] += float(self._logprobs(row - r, self.sctx)[token])
+                        scores[i] += float(self._logprobs(row - r, sctx)[token])
             for seq in range(1, len(group) + 1):
-                L.llama_memory_seq_rm(self.smem, seq, -1, -1)
+                L.llama_memory_seq_rm(smem, seq, -1, -1)
         self.send({"id": msg["id"], "scores": scores, "queue_s": started - received,
                    "compute_s": time.monotonic() - started, "reused": keep,
                    "prompt_tokens": at + sum(len(c) for c in conts)})

@@ -1,6 +1,7 @@
 """JITLAB_RECORD_CALLS: every backbone call of a process written as one JSON line (jitlab/llm/record.py), the streams
 benchmarks/replay.py replays; here with the scripted TEST DOUBLES, and a real run on the toy suite."""
 import json
+import os
 
 from jitlab.cli import main
 from jitlab.llm import record
@@ -45,3 +46,38 @@ def test_a_run_records_each_episode_thread_and_no_replay_cache_hit(tmp_path, mon
     assert calls and {c["op"] for c in calls} == {"chat"} and len({c["thread"] for c in calls}) == 2
     assert main([*args, "--out", str(tmp_path / "b")]) == 0      # the replay cache answers every call now
     assert len(_lines(path)) == len(calls)
+
+
+def _replay_module():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[2] / "benchmarks" / "replay.py"
+    spec = importlib.util.spec_from_file_location("replay_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_streams_load_and_a_recorded_run_replays_to_the_same_replies(tmp_path, monkeypatch):
+    import gzip
+
+    from jitlab.llm import get_backbone
+    replay = _replay_module()
+    for name in replay.RECORDINGS:               # every committed stream parses, in per-thread start order
+        threads = replay.load_stream(name, None)
+        assert threads and all(c["op"] in ("chat", "score") for calls in threads.values() for c in calls)
+        assert all([c["t0"] for c in calls] == sorted(c["t0"] for c in calls) for calls in threads.values())
+    path = tmp_path / "calls.jsonl"
+    monkeypatch.setenv(record.ENV, str(path))
+    monkeypatch.setenv("JITLAB_HOME", str(tmp_path / "home"))
+    assert main(["run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-first", "--limit", "2",
+                 "--concurrency", "2", "--quiet", "--out", str(tmp_path / "a")]) == 0
+    monkeypatch.delenv(record.ENV)
+    monkeypatch.setattr(replay, "STREAMS", tmp_path)
+    with gzip.open(tmp_path / "toy.jsonl.gz", "wt") as out:
+        out.write(path.read_text())
+    threads = replay.load_stream("toy", None)
+    got = replay.replay(get_backbone("scripted:pick-first"), threads)
+    n = sum(len(c) for c in threads.values())
+    assert got["chat"] == n and replay.agreement(threads, got["replies"], lambda c: c["text"]) == (f"{n}/{n}", "0/0")
+    assert len(got["busy"]) == os.cpu_count()
