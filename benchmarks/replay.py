@@ -137,8 +137,8 @@ def agreement(threads: dict[str, list[dict]], got: dict, want) -> tuple[str, str
 
 def ceilings(llm, n: int = 16) -> dict:
     """Prefill and batched-decode tokens/s on synthetic requests, ``n`` at once: prompts of ~500 distinct tokens
-    answered with 1 token (prefill), then short prompts asking for a long story, answered with up to 64 tokens, no stop (decode); and one such
-    request alone (single-stream decode)."""
+    answered with 1 token (prefill), then short prompts asking for a long story, answered with up to 64 tokens, no
+    stop (decode); and one such request alone (single-stream decode)."""
     words = "north south east west door key box ball red green blue purple open close take drop".split()
 
     def at_once(prompts, max_new):
