@@ -19,6 +19,7 @@ source suite too). Nothing here runs an episode: it reads records.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,7 @@ class RunRecord:
     label: str
     config: dict
     card: dict
-    episodes: object  # DataFrame indexed by (task_id, seed): success, reward, tokens, family
+    episodes: object  # DataFrame indexed by (task_id, seed): success, reward, tokens, family, position (JIT stream)
 
 
 def read_run(path: str | Path, label: str | None = None) -> RunRecord:
@@ -54,10 +55,20 @@ def read_run(path: str | Path, label: str | None = None) -> RunRecord:
     eps = frames["episodes"]
     done = eps[eps["final"]].sort_values(["task_id", "seed", "attempt"]).drop_duplicates(["task_id", "seed"], keep="last")
     done = done.assign(success=done["success"].fillna(0).astype(int), reward=done["reward"].fillna(0.0).astype(float),
-                       tokens=done["tokens"].astype(float), seed=done["seed"].astype(int))
+                       tokens=done["tokens"].astype(float), seed=done["seed"].astype(int),
+                       position=done["extra"].map(_stream_index))
     config = frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}
     return RunRecord(path, label or path.name, config, compute_card(frames),
-                     done.set_index(["task_id", "seed"])[["success", "reward", "tokens", "family"]])
+                     done.set_index(["task_id", "seed"])[["success", "reward", "tokens", "family", "position"]])
+
+
+def _stream_index(extra) -> float:
+    """A JIT episode's place in its stream (``extra["stream_index"]``, docs/records.md); NaN for a fixed harness."""
+    try:
+        index = json.loads(extra or "{}").get("stream_index")
+    except (TypeError, ValueError):
+        index = None
+    return float("nan") if index is None else float(index)
 
 
 def _few(keys, n: int = 3) -> str:
