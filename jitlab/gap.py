@@ -61,12 +61,15 @@ def _is_jit(run: RunRecord) -> bool:
 
 
 def _read(paths, what: str, jit: bool) -> dict[str, RunRecord]:
-    """``{name: run}``: fixed runs by harness name, JIT runs by folder name (their path when names repeat)."""
-    paths = [Path(p) for p in paths]
+    """``{name: run}``: fixed runs by harness name; JIT runs by the labels of a mapping ``{label: path}``, else by
+    folder name (``parent/name`` when names repeat)."""
+    labels = list(paths) if isinstance(paths, dict) else None
+    paths = [Path(p) for p in (paths.values() if isinstance(paths, dict) else paths)]
     if len(set(paths)) != len(paths):
         raise ConfigError(f"gap: a run is given twice in {what}")
     names = [p.name for p in paths]
-    runs = [read_run(p, n if names.count(n) == 1 else str(p)) for p, n in zip(paths, names)]
+    labels = labels or [n if names.count(n) == 1 else f"{p.parent.name}/{n}" for p, n in zip(paths, names)]
+    runs = [read_run(p, label) for p, label in zip(paths, labels)]
     out = {}
     for run in runs:
         if _is_jit(run) != jit:
@@ -161,7 +164,7 @@ def _equal_weight(eps, suite: str | None) -> tuple[float, float, int]:
 
 def gap_table(dev, test, jit=(), level: float = LEVEL, bins: int = 4) -> GapTable:
     """The four rows (see the module docstring) from run directories or exports: ``dev`` and ``test`` one fixed
-    harness each, ``jit`` JIT runs on the test tasks."""
+    harness each, ``jit`` JIT runs on the test tasks (a list, or ``{label: path}`` to name their rows)."""
     import pandas as pd
     if bins < 1:
         raise ConfigError(f"gap: --bins must be at least 1, got {bins}")
