@@ -126,13 +126,13 @@ def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL, common: bool 
                            "direction": "win" if sb[i] else "loss"} for i in flipped],
                          columns=["task_id", "seed", "family", "a_success", "b_success", "a_reward", "b_reward",
                                   "direction"])
-    n = len(keys)
+    n, mix = len(keys), str(a.config.get("suite") or "").startswith(MIX_PREFIX)   # a mix: each flip's suite/family
     row = {"a": a.label, "b": b.label, "n_tasks": n, "success_a": int(sa.sum()), "success_b": int(sb.sum()),
            "wins": wins, "losses": losses, "ties": n - wins - losses, "mcnemar_p": mcnemar_exact(losses, wins),
            "delta_reward": dr[0], "delta_reward_lo": dr[1], "delta_reward_hi": dr[2],
            "delta_tokens": dt[0], "delta_tokens_lo": dt[1], "delta_tokens_hi": dt[2],
-           "flipped": "; ".join(f"{t}#{s} {'+' if d == 'win' else '-'}" for t, s, d in
-                                flips[["task_id", "seed", "direction"]].itertuples(index=False))}
+           "flipped": "; ".join(f"{t}#{s}{f' ({f})' if mix else ''} {'+' if d == 'win' else '-'}" for t, s, f, d in
+                                flips[["task_id", "seed", "family", "direction"]].itertuples(index=False))}
     return row, flips
 
 

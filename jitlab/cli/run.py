@@ -193,6 +193,7 @@ def cmd_suites(args) -> int:
             print(f"{'':<10} splits: {', '.join(f'{k}={v}' for k, v in sizes.items())}")
         except Exception as exc:  # one broken suite must not hide the others
             print(f"{name:<10} unavailable: {exc}")
+    print(f"{MIX_PREFIX + '...':<10} a mixed stream: mix:<a>+<b>[@shuffle seed] or mix:<spec.yaml> (jitlab/envs/mix.py)")
     return 0
 
 

@@ -134,5 +134,16 @@ def test_compare_pairs_two_orders_of_a_mix_and_names_the_flipped_tasks_families(
     table, flips, _ = compare_runs([ordered, shuffled])
     assert table["n_tasks"].iloc[0] == 67
     assert len(flips) and all("/" in f for f in flips["family"])
+    first = flips.iloc[0]
+    assert f"{first['task_id']}#0 ({first['family']}) " in table["flipped"].iloc[0]
     with pytest.raises(ConfigError, match="different suite"):
         compare_runs([ordered, _run(tmp_path, "toy", suite="toy", limit=6)])
+
+
+def test_the_oracle_of_a_mix_is_each_tasks_own_suites(tmp_path, capsys):
+    assert hasattr(get_suite("mix:dbbench+babyai"), "oracle")
+    out = _run(tmp_path, "oracle", suite="mix:dbbench+babyai", harness="oracle", limit=4)
+    eps = load(out)["episodes"]
+    assert eps["success"].sum() == 4 and {f.partition("/")[0] for f in eps["family"]} == {"dbbench", "babyai"}
+    capsys.readouterr()
+    assert main(["suites"]) == 0 and "mix:..." in capsys.readouterr().out
