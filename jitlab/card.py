@@ -2,8 +2,9 @@
 
 A card names the harness (name and sha), its modules and hooks, the backbone and its decoding settings, the step,
 token and wall budgets, the suite, split, suite version and a hash of the task list, the jitlab commit that ran it
-and the share of backbone calls the replay cache answered. ``jitlab export`` writes it as ``card.json`` in every
-export; ``jitlab figures`` and ``jitlab compare`` print the cards of the runs they draw.
+and the share of backbone calls the replay cache answered; a mix's card also counts its tasks per source suite
+(``tasks_by_suite``). ``jitlab export`` writes it as ``card.json`` in every export; ``jitlab figures`` and ``jitlab
+compare`` print the cards of the runs they draw.
 
     card = jitlab.card.read_card("results/full-budget-textworld-test/textworld-react")
     print(jitlab.card.format_card(card))
@@ -21,6 +22,8 @@ import json
 import re
 from pathlib import Path
 
+from jitlab.envs.base import MIX_PREFIX
+from jitlab.envs.mix import source_of
 from jitlab.errors import JitlabError
 from jitlab.harness import harness_sha, read_files, resolve
 from jitlab.store import load
@@ -96,6 +99,9 @@ def compute_card(frames: dict) -> dict:
                                    if total else None),
         "card_from": "computed from the run's records when read",
     }
+    if str(card["suite"] or "").startswith(MIX_PREFIX):   # a mix: its tasks by source suite (family <suite>/<family>)
+        tasks = done.drop_duplicates("task_id")["family"]
+        card["tasks_by_suite"] = tasks.map(lambda f: source_of(f)[0]).value_counts(sort=False).to_dict()
     card["unknown"] = [k for k in ("suite_version", "jitlab_commit", "modules") if card.get(k) is None]
     return card
 
@@ -128,6 +134,8 @@ def format_card(card: dict, title: str | None = None) -> str:
              f"  budgets: max_steps {b['max_steps']}, max_tokens {b['max_tokens']}, max_wall_s {b['max_wall_s']}; "
              f"suite {card['suite']}/{card['split']} version {show(card.get('suite_version'))}, {card['n_tasks']} "
              f"tasks (hash {card['task_list_hash']}), seeds {card['seeds']}",
+             *([f"  tasks by source suite: {', '.join(f'{k} {v}' for k, v in card['tasks_by_suite'].items())}"]
+               if card.get("tasks_by_suite") else []),
              f"  jitlab commit {show(card.get('jitlab_commit'))}; replay-cache hits "
              f"{'-' if hits is None else f'{hits:.0%}'} of calls; card {card.get('card_from', '')}"]
     return "\n".join(lines)

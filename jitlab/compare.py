@@ -5,22 +5,26 @@
 
 Each run (a run directory or its export) after the first is compared with the first, A. Episodes are matched by
 (task id, seed), one finished episode per pair (its last attempt). Runs are refused, with a one-line error naming
-the difference, when their suites, splits, suite versions (where both recorded one), budgets (``max_steps``,
-``max_tokens``, ``max_wall_s``) or sets of (task id, seed) differ: a paired test on different tasks says nothing.
+the difference, when their suites (two mixes may differ in name, e.g. in order, ``mix:...@N``: their task lists
+decide), splits, suite versions (where both recorded one), budgets (``max_steps``, ``max_tokens``, ``max_wall_s``)
+or sets of (task id, seed) differ: a paired test on different tasks says nothing.
 With ``common=True`` (``--common``: a stopped stream, a partial run) the pairs are the (task id, seed) both runs
 finished, and the output says how many each run had that the other lacks; no common pair is still refused.
 Backbones and harnesses may differ: that is what is compared.
 
 Per pair (jitlab.stats): wins (B solved a task A did not), losses (the reverse), ties; the exact two-sided McNemar
 p-value of success over the discordant tasks; the mean per-task Δ reward and Δ tokens (B − A) with paired
-bootstrap 95% intervals; and the tasks that flipped. Nothing here runs an episode: it reads records.
+bootstrap 95% intervals; and the tasks that flipped, each with its family (in a mix ``<suite>/<family>``, so its
+source suite too). Nothing here runs an episode: it reads records.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from jitlab.card import compute_card
+from jitlab.envs.base import MIX_PREFIX
 from jitlab.errors import ConfigError
 from jitlab.stats import LEVEL, discordant, mcnemar_exact, paired_bootstrap
 from jitlab.store import load
@@ -41,7 +45,7 @@ class RunRecord:
     label: str
     config: dict
     card: dict
-    episodes: object  # DataFrame indexed by (task_id, seed): success, reward, tokens
+    episodes: object  # DataFrame indexed by (task_id, seed): success, reward, tokens, family, position (JIT stream)
 
 
 def read_run(path: str | Path, label: str | None = None) -> RunRecord:
@@ -51,10 +55,20 @@ def read_run(path: str | Path, label: str | None = None) -> RunRecord:
     eps = frames["episodes"]
     done = eps[eps["final"]].sort_values(["task_id", "seed", "attempt"]).drop_duplicates(["task_id", "seed"], keep="last")
     done = done.assign(success=done["success"].fillna(0).astype(int), reward=done["reward"].fillna(0.0).astype(float),
-                       tokens=done["tokens"].astype(float), seed=done["seed"].astype(int))
+                       tokens=done["tokens"].astype(float), seed=done["seed"].astype(int),
+                       position=done["extra"].map(_stream_index))
     config = frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}
     return RunRecord(path, label or path.name, config, compute_card(frames),
-                     done.set_index(["task_id", "seed"])[["success", "reward", "tokens"]])
+                     done.set_index(["task_id", "seed"])[["success", "reward", "tokens", "family", "position"]])
+
+
+def _stream_index(extra) -> float:
+    """A JIT episode's place in its stream (``extra["stream_index"]``, docs/records.md); NaN for a fixed harness."""
+    try:
+        index = json.loads(extra or "{}").get("stream_index")
+    except (TypeError, ValueError):
+        index = None
+    return float("nan") if index is None else float(index)
 
 
 def _few(keys, n: int = 3) -> str:
@@ -70,7 +84,8 @@ def common_keys(a: RunRecord, b: RunRecord) -> list:
 def check_comparable(a: RunRecord, b: RunRecord, common: bool = False) -> None:
     """Raise ConfigError naming the first difference that makes a paired comparison of ``a`` and ``b`` meaningless
     (with ``common``, differing task lists are allowed as long as they share a pair)."""
-    for key in ("suite", "split"):
+    mixes = all(str(r.config.get("suite") or "").startswith(MIX_PREFIX) for r in (a, b))  # orders may differ:
+    for key in ("split",) if mixes else ("suite", "split"):                                # the task lists decide
         if a.config.get(key) != b.config.get(key):
             raise ConfigError(f"cannot compare {a.label} and {b.label}: different {key} ({a.config.get(key)!r} vs "
                               f"{b.config.get(key)!r}); compare runs on the same tasks")
@@ -95,7 +110,7 @@ def check_comparable(a: RunRecord, b: RunRecord, common: bool = False) -> None:
 
 def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL, common: bool = False):
     """``(row, flips)``: the paired statistics of B vs A (a dict of :data:`COLUMNS`) and the flipped tasks (a
-    DataFrame: task_id, seed, a_success, b_success, a_reward, b_reward, direction)."""
+    DataFrame: task_id, seed, family, a_success, b_success, a_reward, b_reward, direction)."""
     import pandas as pd
     check_comparable(a, b, common)
     keys = common_keys(a, b)
@@ -105,17 +120,19 @@ def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL, common: bool 
     dr = paired_bootstrap(ea["reward"], eb["reward"], level)
     dt = paired_bootstrap(ea["tokens"], eb["tokens"], level)
     flipped = [i for i, (x, y) in enumerate(zip(sa, sb)) if x != y]
-    flips = pd.DataFrame([{"task_id": keys[i][0], "seed": keys[i][1], "a_success": int(sa[i]), "b_success": int(sb[i]),
+    flips = pd.DataFrame([{"task_id": keys[i][0], "seed": keys[i][1], "family": ea["family"].iloc[i],
+                           "a_success": int(sa[i]), "b_success": int(sb[i]),
                            "a_reward": float(ea["reward"].iloc[i]), "b_reward": float(eb["reward"].iloc[i]),
                            "direction": "win" if sb[i] else "loss"} for i in flipped],
-                         columns=["task_id", "seed", "a_success", "b_success", "a_reward", "b_reward", "direction"])
-    n = len(keys)
+                         columns=["task_id", "seed", "family", "a_success", "b_success", "a_reward", "b_reward",
+                                  "direction"])
+    n, mix = len(keys), str(a.config.get("suite") or "").startswith(MIX_PREFIX)   # a mix: each flip's suite/family
     row = {"a": a.label, "b": b.label, "n_tasks": n, "success_a": int(sa.sum()), "success_b": int(sb.sum()),
            "wins": wins, "losses": losses, "ties": n - wins - losses, "mcnemar_p": mcnemar_exact(losses, wins),
            "delta_reward": dr[0], "delta_reward_lo": dr[1], "delta_reward_hi": dr[2],
            "delta_tokens": dt[0], "delta_tokens_lo": dt[1], "delta_tokens_hi": dt[2],
-           "flipped": "; ".join(f"{t}#{s} {'+' if d == 'win' else '-'}" for t, s, d in
-                                flips[["task_id", "seed", "direction"]].itertuples(index=False))}
+           "flipped": "; ".join(f"{t}#{s}{f' ({f})' if mix else ''} {'+' if d == 'win' else '-'}" for t, s, f, d in
+                                flips[["task_id", "seed", "family", "direction"]].itertuples(index=False))}
     return row, flips
 
 

@@ -53,7 +53,8 @@ _NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet", "max_
 
 @dataclass
 class RunConfig:
-    suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
+    suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites), or a mixed stream: "
+                                                                "mix:<a>+<b>[@shuffle seed] | mix:<spec.yaml>"})
     harness: str = field(default="react", metadata={"help": "seed name, 'oracle', or path of a harness folder"})
     backbone: str = field(default="embedded", metadata={"help": "embedded | hf:<dir>[#f.gguf] | litellm:<model> | "
                                                                 "llamacpp:embedded|<f.gguf> | scripted:<name>"})

@@ -1,7 +1,9 @@
-"""``jitlab compare``: a paired comparison of runs on the same tasks and seeds (jitlab/compare.py), read-only.
+"""``jitlab compare``: a paired comparison of runs on the same tasks and seeds (jitlab/compare.py), read-only;
+``jitlab gap``: the four rows of one harness vs a harness per task (jitlab/gap.py), read-only.
 
     jitlab compare results/full-budget-textworld-test/textworld-react results/full-budget-textworld-test/textworld-aorchestra
     jitlab compare RUN_A RUN_B RUN_C --out runs/compare-tw      # + compare.md/.csv, flips.csv, compare.png/.html
+    jitlab gap --dev DEV_RUN... --test TEST_RUN... --jit JIT_RUN... --out results/gap   # + gap.md, rows.csv, ...
 
 Prints each run's harness card, then one row per run after the first against the first (A): wins/losses/ties,
 the exact McNemar p-value of success, Δ reward and Δ tokens with paired bootstrap 95% intervals, the flipped tasks.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from jitlab.store import make_dir
 
-__all__ = ["add_compare_commands", "cmd_compare"]
+__all__ = ["add_compare_commands", "cmd_compare", "cmd_gap"]
 
 
 def cmd_compare(args) -> int:
@@ -38,8 +40,21 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_gap(args) -> int:
+    from jitlab.gap import gap_table
+    from jitlab.viz.gap import gap_markdown, write_gap
+    if args.out:
+        make_dir(args.out, "--out")
+    t = gap_table(args.dev, args.test, args.jit or (), level=args.level, bins=args.bins)
+    print(gap_markdown(t, args.level))
+    if args.out:
+        written = write_gap(t, args.out, args.level)
+        print(f"jitlab gap: {', '.join(p.name for p in written)} in {args.out}")
+    return 0
+
+
 def add_compare_commands(sub) -> None:
-    """Register ``compare`` on the ``jitlab`` subparsers object."""
+    """Register ``compare`` and ``gap`` on the ``jitlab`` subparsers object."""
     p = sub.add_parser("compare", help="paired comparison of runs on the same tasks: wins/losses, McNemar p, "
                                        "Δ reward and Δ tokens with 95%% intervals, flipped tasks")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories or exports; each after the first is "
@@ -50,6 +65,18 @@ def add_compare_commands(sub) -> None:
     p.add_argument("--common", action="store_true", help="pair on the task/seed pairs both runs finished (a stopped "
                    "stream, a partial run) instead of refusing different task lists; says how many were left out")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("gap", help="one harness vs a harness per task: best single fixed harness and per-family "
+                                   "oracle chosen on dev, per-instance oracle, JIT runs; gap closed, McNemar, tokens")
+    p.add_argument("--dev", nargs="+", required=True, metavar="RUN", help="one run per fixed harness on the dev split "
+                   "(the choices are made here)")
+    p.add_argument("--test", nargs="+", required=True, metavar="RUN", help="the same fixed harnesses on the test tasks")
+    p.add_argument("--jit", nargs="*", metavar="RUN", help="JIT runs on the test tasks (streaming, static, the "
+                   "harness-only control, shuffles), each a row")
+    p.add_argument("--bins", type=int, default=4, help="slices of the stream for success along stream position")
+    p.add_argument("--level", type=_level, default=0.95, help="confidence level of the intervals")
+    p.add_argument("--out", help="folder for gap.md, rows.csv, families.csv, stream.csv, chosen.csv")
+    p.set_defaults(func=cmd_gap)
 
 
 def _level(text: str) -> float:

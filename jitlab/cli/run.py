@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from jitlab.cli.options import add_config_arguments, config_from_args, unfinished
 from jitlab.compliance import compliance_by_step, compliance_summary, steps_compliance
-from jitlab.envs.base import SUITES, get_suite
+from jitlab.envs.base import MIX_PREFIX, SUITES, get_suite
+from jitlab.envs.mix import source_of
 from jitlab.errors import ConfigError
 from jitlab.harness import case_study_names, load_harness, regenerate_seeds, resolve_folder, seed_names
 from jitlab.runner import RunConfig, default_out, run
@@ -59,6 +60,8 @@ def cmd_show(args) -> int:
             cols = ["task_id", "attempt", "status", "success", "reward", "steps", "tokens", "cost", "tool_calls", "wall_s"]
             if eps["seed"].nunique() > 1:  # repeats (--repeat): which seed each row is
                 cols.insert(1, "seed")
+            if _is_mix(summary):  # each task's source suite and family (<suite>/<family>)
+                cols.insert(1, "family")
             print(eps[cols].to_string(index=False))
         rows.append({"run": str(run_dir), **{k: summary[k] for k in (
             "harness", "backbone", "n_episodes", "success_rate", "mean_reward", "tokens_per_task",
@@ -69,7 +72,9 @@ def cmd_show(args) -> int:
     _print_intervals(summaries)
     _print_prefix_reuse(summaries)
     for run_dir in args.run_dirs:
-        _print_repeats(summarize(run_dir, write=False), run_dir)
+        _print_repeats(summaries[run_dir], run_dir)
+        if _is_mix(summaries[run_dir]):
+            _print_families(run_dir)
     if args.compliance:
         for run_dir in args.run_dirs:
             _print_compliance(run_dir)
@@ -121,6 +126,22 @@ def _print_prefix_reuse(summaries: dict) -> None:
                       "(score calls counted in words by a backbone without a tokenizer, or records from before "
                       "schema 2)" if r["unmeasured_calls"] else "")
         print(f"  {run_dir}: {', '.join(kinds) or 'no call measured in tokens'}{unmeasured}")
+
+
+def _is_mix(summary: dict) -> bool:
+    return str(summary.get("suite") or "").startswith(MIX_PREFIX)
+
+
+def _print_families(run_dir) -> None:
+    """A mix's finished episodes by source suite and family (jitlab/envs/mix.py): tasks, successes, tokens per task."""
+    eps = load(run_dir)["episodes"]
+    done = eps[eps["final"]]
+    parts = done["family"].map(source_of)
+    by = done.assign(suite=parts.str[0], family=parts.str[1]).groupby(["suite", "family"], sort=False)
+    table = by.agg(tasks=("task_id", "nunique"), episodes=("id", "size"), success=("success", "sum"),
+                   tokens_per_task=("tokens", "mean")).reset_index()
+    print(f"\nby source suite and family in {run_dir}:")
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.0f}"))
 
 
 def _print_repeats(summary: dict, run_dir) -> None:
@@ -187,6 +208,7 @@ def cmd_suites(args) -> int:
             print(f"{'':<10} splits: {', '.join(f'{k}={v}' for k, v in sizes.items())}")
         except Exception as exc:  # one broken suite must not hide the others
             print(f"{name:<10} unavailable: {exc}")
+    print(f"{MIX_PREFIX + '...':<10} a mixed stream: mix:<a>+<b>[@shuffle seed] or mix:<spec.yaml> (jitlab/envs/mix.py)")
     return 0
 
 

@@ -4,6 +4,7 @@ A *suite* (textworld, babyai, dbbench, ...) lists tasks by split and family and 
 ``Env`` for one task. Suites register themselves by short name in ``SUITES`` (a dotted path
 to a zero-argument factory), so importing this module stays cheap. A suite's ``reset_varies`` (bool) says
 whether another ``reset(seed)`` plays another episode of a task: what ``--repeat`` can vary (jitlab/repeats.py).
+A name ``mix:<a>+<b>...`` (or ``mix:<spec.yaml>``) builds the mixed stream of several suites (jitlab/envs/mix.py).
 """
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from jitlab.errors import UnknownName
+from jitlab.errors import JitlabError, UnknownName
 from jitlab.protocol import Capability, Observation
 
-__all__ = ["SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_suite", "interleave", "suite_names",
+__all__ = ["MIX_PREFIX", "SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_suite", "interleave", "suite_names",
            "suite_version"]
 
 
@@ -84,6 +85,8 @@ SUITES: dict[str, str] = {
     "dbbench": "jitlab.envs.dbbench:DBBenchSuite",
     "toy": "jitlab.envs.toy:ToySuite",
 }
+MIX_PREFIX = "mix:"   # a mixed stream of several suites: built by this factory from what follows the prefix
+_MIX = "jitlab.envs.mix:MixSuite"
 
 
 def suite_names() -> list[str]:
@@ -91,7 +94,10 @@ def suite_names() -> list[str]:
 
 
 def get_suite(name: str) -> Suite:
-    """Build a suite by short name or ``package.module:Class`` path."""
+    """Build a suite by short name, ``package.module:Class`` path or ``mix:...`` (jitlab/envs/mix.py)."""
+    if name.startswith(MIX_PREFIX):
+        module, _, attr = _MIX.partition(":")
+        return getattr(importlib.import_module(module), attr)(name[len(MIX_PREFIX):])
     target = SUITES.get(name, name if ":" in name else None)
     if target is None:
         raise UnknownName("suite", name, SUITES)
@@ -100,7 +106,13 @@ def get_suite(name: str) -> Suite:
 
 
 def suite_version(name: str | None) -> str | None:
-    """The ``version`` of suite ``name`` without building it (None: unknown suite or no version declared)."""
+    """The ``version`` of suite ``name`` without building it (None: unknown suite or no version declared); a mix is
+    built (its version is its parts')."""
+    if name and name.startswith(MIX_PREFIX):
+        try:
+            return get_suite(name).version
+        except (JitlabError, ImportError, OSError):
+            return None
     target = SUITES.get(name or "", name if name and ":" in name else None)
     if target is None:
         return None

@@ -34,7 +34,8 @@ _NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency", "max_
 
 @dataclass
 class JITConfig:
-    suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
+    suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites), or a mixed stream: "
+                                                                "mix:<a>+<b>[@shuffle seed] | mix:<spec.yaml>"})
     mode: str = field(default="streaming", metadata={"help": "static (N candidates, pick one) or streaming "
                                                              "(retrieve, generate, run, update the bank)", "choices": MODES})
     generator: str = field(default="compose", metadata={"help": "compose | code:<backbone> | plan:<backbone>"})

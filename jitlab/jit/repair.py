@@ -131,12 +131,13 @@ def _write_harness(files: dict[str, str], dest: Path) -> Path:
 
 def dev_task_for(suite, task):
     """The dev task a candidate's smoke episode runs on: the first dev task of the same family that is not
-    ``task`` itself (else any dev task, else ``task``)."""
+    ``task`` itself (else one of the same suite, which in a mix has the task's tools; else ``task``)."""
     try:
         same = suite.tasks("dev", task.family)
-    except ConfigError:  # a suite without that family in dev: any dev task will do
+    except ConfigError:  # a suite without that family in dev: another of its dev tasks will do
         same = []
-    pool = [t for t in same if t.id != task.id] or [t for t in suite.tasks("dev") if t.id != task.id] or [task]
+    others = [t for t in suite.tasks("dev") if t.suite == task.suite]
+    pool = [t for t in same if t.id != task.id] or [t for t in others if t.id != task.id] or [task]
     return pool[0]
 
 

@@ -190,3 +190,17 @@ def test_07_harness_engineer_smoke(tmp_path):
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "Reply with the whole hooks.py" in text                               # the packet, as the prompt
     assert len(_outputs(nb, "application/vnd.holoviews_exec.v0+json")) >= 2      # curves and the Δ bars, interactive
+
+
+def test_09_one_vs_per_task_smoke(tmp_path):
+    runs = tmp_path / "runs"
+    nb = _execute("09_one_vs_per_task.ipynb", tmp_path, smoke=True, out_root=str(runs))
+    table = runs / "figures" / "gap-mix_notebooks_grids_09_smoke_mix.yaml-scripted_pick-hash"
+    rows = _rows(table / "rows.csv")
+    assert [r["row"] for r in rows] == ["best single", "per-family oracle", "per-instance oracle", "streaming",
+                                        "harness-only control"]
+    assert {r["n_tasks"] for r in rows} == {"4"}                          # the smoke spec's 2 toy + 2 DBBench tasks
+    families = {r["suite"] for r in _rows(table / "families.csv")}
+    assert families == {"toy", "dbbench"}                                  # the mix's tasks by source suite
+    assert "## Chosen on dev" in (table / "gap.md").read_text()
+    assert "per-family oracle" in "\n".join(_outputs(nb, "text/markdown"))
