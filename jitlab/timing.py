@@ -10,20 +10,24 @@ overhead, harness code, sandbox start/stop, environment calls and the loop's boo
 Caveats: with concurrent episodes the parts are episode-seconds, not machine seconds (ten episodes queueing for one
 model all count their wait). A sandboxed harness's code and its RPC to the parent are one part (the child does not
 report its own time). ``setup_s`` (making the environment and the agent: a TextWorld game's generation) lies
-outside the episode's wall time and is listed apart. Runs made before this breakdown have none.
+outside the episode's wall time and is listed apart, as is a JIT task's ``choose_s`` (generating, validating,
+selecting and repairing its harness, from the JIT record). Runs made before this breakdown have none.
 """
 from __future__ import annotations
 
 import json
 import time
 
-__all__ = ["PARTS", "EpisodeTime", "time_breakdown"]
+__all__ = ["OUTSIDE", "PARTS", "EpisodeTime", "time_breakdown"]
 
 # the parts that add up to an episode's wall time, in the order shown, with their labels
 PARTS = {"compute_s": "model compute", "queue_s": "queue for the model",
          "backbone_other_s": "backbone outside compute (render, tokenise, pipe)",
          "harness_s": "harness code (a sandboxed one: with its RPC)", "sandbox_s": "sandbox start/stop",
          "env_s": "environment steps", "other_s": "episode loop and records"}
+# time a task takes outside its episode's wall time: making its environment and agent, and a JIT choosing its harness
+OUTSIDE = {"setup_s": "environment and agent set-up (outside the wall time)",
+           "choose_s": "JIT: choosing the harness (generate, validate, select, repair; outside the wall time)"}
 
 
 class EpisodeTime:
@@ -66,13 +70,18 @@ def time_breakdown(episodes):
     no episode recorded a breakdown (a run from before it)."""
     import pandas as pd
 
-    times = [t for t in (json.loads(x or "{}").get("time") for x in episodes.get("extra", [])) if t]
-    if not times:
+    extras = [e for e in (json.loads(x or "{}") for x in episodes.get("extra", [])) if e.get("time")]
+    if not extras:
         return None
+    times = [e["time"] for e in extras]
     wall = sum(sum(t.get(k, 0.0) for k in PARTS) for t in times)
-    rows = [{"part": label, "seconds": sum(t.get(key, 0.0) for t in times)} for key, label in
-            [*PARTS.items(), ("setup_s", "environment and agent set-up (outside the wall time)")]]
+    rows = [{"part": label, "seconds": sum(t.get(key, 0.0) for t in times), "share": None} for key, label in PARTS.items()]
     for row in rows:
-        row["share"] = row["seconds"] / wall if wall and not row["part"].startswith("environment and agent") else None
+        row["share"] = row["seconds"] / wall if wall else None
+    rows.append({"part": OUTSIDE["setup_s"], "seconds": sum(t.get("setup_s", 0.0) for t in times), "share": None})
+    if any(e.get("choose_s") is not None for e in extras):      # a JIT run's episodes
+        rows.append({"part": OUTSIDE["choose_s"], "seconds": sum(e.get("choose_s") or 0.0 for e in extras),
+                     "share": None})
+    for row in rows:
         row["per_episode_s"] = row["seconds"] / len(times)
     return pd.DataFrame(rows)

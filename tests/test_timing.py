@@ -5,7 +5,7 @@ import sqlite3
 
 from jitlab.cli import main
 from jitlab.store import load
-from jitlab.timing import PARTS, time_breakdown
+from jitlab.timing import OUTSIDE, PARTS, time_breakdown
 
 
 def test_show_time_prints_every_part_with_shares_that_add_to_one(tmp_path, capsys):
@@ -35,3 +35,17 @@ def test_a_run_from_before_the_breakdown_says_so(tmp_path, capsys):
     assert time_breakdown(load(out)["episodes"]) is None
     assert main(["show", str(out), "--time"]) == 0
     assert "not recorded" in capsys.readouterr().out
+
+
+def test_a_jit_run_lists_the_time_spent_choosing_its_harnesses(tmp_path, capsys):
+    out = tmp_path / "jit"
+    assert main(["jit", "--suite", "toy", "--limit", "2", "--mode", "streaming", "--generator", "compose",
+                 "--backbone", "scripted:pick-hash", "--no-cache", "--out", str(out)]) == 0
+    episodes = load(out)["episodes"]
+    table = time_breakdown(episodes).set_index("part")
+    choose = sum(json.loads(x)["choose_s"] for x in episodes["extra"])
+    assert choose > 0 and abs(table.loc[OUTSIDE["choose_s"], "seconds"] - choose) < 1e-9
+    assert abs(table["share"].dropna().sum() - 1) < 1e-6
+    capsys.readouterr()
+    assert main(["show", str(out), "--time"]) == 0
+    assert "JIT: choosing the harness" in capsys.readouterr().out
