@@ -21,16 +21,15 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
-from jitlab.fields import REPEATS_MAX, RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.fields import REPEATS_MAX, check_fields
 from jitlab.harness import harness_sha, load_harness, read_files, resolve, seed_bank_dir
 from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.llm.pricing import known_price
 from jitlab.progress import Progress
 from jitlab.repeats import check_repeat, repeat_seeds, samples
+from jitlab.run_options import NOT_FINGERPRINTED, EpisodeOptions, NewRun, Quiet, RunControls
 from jitlab.runtime import (
-    EPISODE_MAX_TOKENS,
-    EPISODE_MAX_WALL_S,
     Budget,
     EpisodeResult,
     HarnessAgent,
@@ -48,11 +47,11 @@ __all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episod
 
 # fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
 # (so a run stopped by its spend cap resumes with a higher one)
-_NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet", "max_cost", "max_tokens_total")
+_NOT_FINGERPRINTED = ("out", "new_run", *NOT_FINGERPRINTED)
 
 
 @dataclass
-class RunConfig:
+class RunConfig(EpisodeOptions, RunControls, Quiet, NewRun):
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
     harness: str = field(default="react", metadata={"help": "seed name, 'oracle', or path of a harness folder"})
     backbone: str = field(default="embedded", metadata={"help": "embedded | hf:<dir>[#f.gguf] | litellm:<model> | "
@@ -63,32 +62,14 @@ class RunConfig:
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     offset: int = field(default=0, metadata={"help": "index of the first task in the split", "min": 0})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (from --offset)", "min": 1})
-    seed: int = field(default=0, metadata={"help": "episode seed (env reset and cache key)", "min": 0, "max": SEED_MAX})
     repeat: int = field(default=1, metadata={"help": "run each task at seeds seed..seed+K-1 (varies the reset where the "
                                                      "suite's games do, sampling at temperature > 0; refused when "
                                                      "neither: jitlab/repeats.py)", "min": 1, "metavar": "K",
                                              **REPEATS_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
-    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
-    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     isolation: str = field(default="auto", metadata={"help": "auto (seeds in-process, others sandboxed) | sandbox | none",
                                                             "choices": ("auto", "sandbox", "none")})
-    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run untrusted code without bubblewrap "
-                                                                    "(recorded loudly)"})
-    cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/<suite>-<harness>-<backbone>)",
                                                     "nonempty": True})
-    concurrency: int = field(default=1, metadata={"help": "episodes run at once", "min": 1, **WORKERS_MAX})
-    retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation",
-                                              "min": 0, **RETRIES_MAX})
-    new_run: bool = field(default=False, metadata={"help": "start over even if the config changed (old records kept)"})
-    quiet: bool = field(default=False, metadata={"help": "print nothing per episode"})
-    max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend "
-                                                                   "(cache hits are free); rerun with more to resume",
-                                                           "min": 0, "metavar": "USD"})
-    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N",
-                                                                 "help": "run-level cap on backbone tokens (cache "
-                                                                         "hits are free)", "min": 0})
 
     def __post_init__(self):
         check_fields(self)
@@ -214,7 +195,7 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
         backbone = LazyBackbone(cfg.backbone, cfg.backbone_options)
     elif (backbone.name, backbone.options) != (cfg.backbone, cfg.backbone_options):
         raise ConfigError(f"run: the shared backbone is {backbone.id}, the config names {cfg.backbone}; pass its own")
-    budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
+    budget = cfg.budget()
     cache = default_cache() if cfg.cache else None
     store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
     if spend is None:
