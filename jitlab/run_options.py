@@ -25,6 +25,7 @@ The classes, each a set of fields (help, defaults, bounds: jitlab/fields.py, the
 A config whose option means something narrower says so with :func:`adjust` (its help or default), never with a
 second declaration. Config file keys and CLI option names are the field names, as before.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,22 +37,37 @@ from jitlab.fields import RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_n
 from jitlab.runtime import EPISODE_MAX_TOKENS, EPISODE_MAX_WALL_S, Budget, RunSpend
 from jitlab.store import DB_NAME, recorded_spend
 
-__all__ = ["NOT_FINGERPRINTED", "OPTION_CLASSES", "SPEND_ROOT_ENV", "EpisodeBudget", "EpisodeOptions", "EpisodeWall",
-           "Isolation", "NewRun", "Quiet", "RunControls", "SpendCaps", "adjust", "derive", "option_names", "shared_spend"]
+__all__ = [
+    "NOT_FINGERPRINTED",
+    "OPTION_CLASSES",
+    "SPEND_ROOT_ENV",
+    "EpisodeBudget",
+    "EpisodeOptions",
+    "EpisodeWall",
+    "Isolation",
+    "NewRun",
+    "Quiet",
+    "RunControls",
+    "SpendCaps",
+    "adjust",
+    "derive",
+    "option_names",
+    "shared_spend",
+]
 
 SPEND_ROOT_ENV = "JITLAB_SPEND_ROOT"  # a command's spend caps count every run recorded here (jitlab batch: its OUT)
 
 
 @dataclass
 class EpisodeWall:
-    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode",
-                                                                    "min_exclusive": 0})
+    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
 
 
 @dataclass
 class EpisodeBudget(EpisodeWall):
-    max_steps: int | None = field(default=None, metadata={"help": "step cap of each episode; default: each task's own",
-                                                          "min": 1, **STEPS_MAX})
+    max_steps: int | None = field(
+        default=None, metadata={"help": "step cap of each episode; default: each task's own", "min": 1, **STEPS_MAX}
+    )
     max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
 
     def budget(self) -> Budget:
@@ -61,26 +77,40 @@ class EpisodeBudget(EpisodeWall):
 
 @dataclass
 class Isolation:
-    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run untrusted harness code (or "
-                                                                    "patches) without bubblewrap (recorded loudly)"})
+    allow_unisolated: bool = field(
+        default=False,
+        metadata={"help": "DANGEROUS: run untrusted harness code (or patches) without bubblewrap (recorded loudly)"},
+    )
 
 
 @dataclass
 class EpisodeOptions(EpisodeBudget, Isolation):
-    seed: int = field(default=0, metadata={"help": "episode seed of every run (env reset and cache key)", "min": 0,
-                                           "max": SEED_MAX})
+    seed: int = field(
+        default=0, metadata={"help": "episode seed of every run (env reset and cache key)", "min": 0, "max": SEED_MAX}
+    )
     cache: bool = field(default=True, metadata={"help": "use the replay cache"})
 
 
 @dataclass
 class SpendCaps:
-    max_cost: float | None = field(default=None, metadata={"help": "cap in USD on the real backbone spend of the whole "
-                                                                   "command, every run and phase (cache hits are "
-                                                                   "free); rerun with more to resume",
-                                                           "min": 0, "metavar": "USD"})
-    max_tokens_total: int | None = field(default=None, metadata={"help": "cap on the backbone tokens of the whole "
-                                                                         "command, every run and phase (cache hits "
-                                                                         "are free)", "min": 0, "metavar": "N"})
+    max_cost: float | None = field(
+        default=None,
+        metadata={
+            "help": "cap in USD on the real backbone spend of the whole "
+            "command, every run and phase (cache hits are "
+            "free); rerun with more to resume",
+            "min": 0,
+            "metavar": "USD",
+        },
+    )
+    max_tokens_total: int | None = field(
+        default=None,
+        metadata={
+            "help": "cap on the backbone tokens of the whole command, every run and phase (cache hits are free)",
+            "min": 0,
+            "metavar": "N",
+        },
+    )
 
     def command_spend(self, root: str | Path) -> RunSpend | None:
         """The one RunSpend every run of this command shares (:func:`shared_spend` under ``root``); None without a
@@ -90,10 +120,12 @@ class SpendCaps:
 
 @dataclass
 class RunControls(SpendCaps):
-    concurrency: int = field(default=1, metadata={"help": "episodes run at once (the hf engine batches their calls)",
-                                                  "min": 1, **WORKERS_MAX})
-    retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation",
-                                              "min": 0, **RETRIES_MAX})
+    concurrency: int = field(
+        default=1, metadata={"help": "episodes run at once (the hf engine batches their calls)", "min": 1, **WORKERS_MAX}
+    )
+    retries: int = field(
+        default=2, metadata={"help": "retries of an infrastructure failure within one invocation", "min": 0, **RETRIES_MAX}
+    )
 
 
 @dataclass
@@ -147,6 +179,7 @@ def derive(cls, source, **values):
 def adjust(defaults: dict | None = None, help: dict | None = None):  # noqa: A002  (the metadata key it sets)
     """Class decorator (under ``@dataclass``): other ``defaults`` or ``help`` for option fields the class inherits,
     their bounds and the rest of their metadata kept, so an option is declared once however many configs take it."""
+
     def wrap(cls):
         inherited = {f.name: f for base in cls.__mro__[1:] if dataclasses.is_dataclass(base) for f in fields(base)}
         own = cls.__dict__.get("__annotations__")
@@ -162,4 +195,5 @@ def adjust(defaults: dict | None = None, help: dict | None = None):  # noqa: A00
             own[name] = base.type
             setattr(cls, name, field(default=default, metadata=meta))
         return cls
+
     return wrap
