@@ -38,7 +38,7 @@ from jitlab.runtime import Budget, EpisodeResult, RunSpend, SpendCapReached
 from jitlab.sandbox import SandboxedAgent, require_isolation
 from jitlab.store import FINAL, RunStore, set_aside
 
-__all__ = ["_JIT", "same_design"]
+__all__ = ["JITEngine", "same_design"]
 
 # record keys a task writes even when null (no reference retrieved, a harness with no library class or prompt)
 _NULLABLE = ("modules", "prompt_hash", "nearest_reference")
@@ -89,7 +89,7 @@ class _Chosen:
     novelty_rejected: int = 0
 
 
-class _JIT:
+class JITEngine:
     """One JIT run: its tasks, backbones, bank, store and repair log; ``solve`` does one task, ``run`` them all."""
 
     def __init__(self, cfg: JITConfig, spend: RunSpend | None = None, store=None):
