@@ -42,6 +42,7 @@ from jitlab.compliance import compliance_summary
 from jitlab.envs.base import suite_version
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 from jitlab.paths import jitlab_commit
+from jitlab.plumbing import set_aside  # re-exported: a run's old records set aside
 from jitlab.repeats import repeat_summary
 from jitlab.stats import run_intervals
 
@@ -118,19 +119,6 @@ def connect_readonly(path: str | Path, timeout: float = 30, **kw) -> sqlite3.Con
     pending = wal.exists() and wal.stat().st_size > 0
     return sqlite3.connect(f"{path.as_uri()}?{'mode=ro' if pending else 'immutable=1'}", uri=True, timeout=timeout,
                            **kw)
-
-
-def set_aside(path: str | Path) -> Path | None:
-    """Rename ``dir/name.ext`` (and its SQLite -wal/-shm files) to ``dir/name.<timestamp>.ext`` so a new
-    run starts empty and the old records stay beside it. Returns the new path, None if nothing was there."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    target = path.with_name(f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
-    for suffix in ("", "-wal", "-shm"):
-        if Path(f"{path}{suffix}").exists():
-            os.replace(f"{path}{suffix}", f"{target}{suffix}")
-    return target
 
 
 def make_dir(path: str | Path, what: str = "--out") -> Path:

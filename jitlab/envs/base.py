@@ -8,12 +8,12 @@ whether another ``reset(seed)`` plays another episode of a task: what ``--repeat
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from jitlab.errors import UnknownName
+from jitlab.plumbing import load_entry
 from jitlab.protocol import Capability, Observation
 
 __all__ = ["SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_suite", "interleave", "suite_names",
@@ -95,8 +95,7 @@ def get_suite(name: str) -> Suite:
     target = SUITES.get(name, name if ":" in name else None)
     if target is None:
         raise UnknownName("suite", name, SUITES)
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    return load_entry(target)()
 
 
 def suite_version(name: str | None) -> str | None:
@@ -104,9 +103,8 @@ def suite_version(name: str | None) -> str | None:
     target = SUITES.get(name or "", name if name and ":" in name else None)
     if target is None:
         return None
-    module, _, attr = target.partition(":")
     try:
-        return getattr(getattr(importlib.import_module(module), attr), "version", None)
+        return getattr(load_entry(target), "version", None)
     except (ImportError, AttributeError):
         return None
 
