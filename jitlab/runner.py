@@ -43,7 +43,7 @@ from jitlab.sandbox.runner import require_isolation
 from jitlab.store import FINAL, RunStore, summarize
 
 __all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry", "run",
-           "run_summarized"]
+           "run_summarized", "sandboxed_episode"]
 
 # fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
 # (so a run stopped by its spend cap resumes with a higher one)
@@ -126,6 +126,24 @@ def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed:
         if env is not None:
             env.close()
     return result
+
+
+def sandboxed_episode(suite, task, folder, llm: LLMHandle, budget: Budget, seed: int, sandbox: SandboxConfig,
+                      on_step=None) -> tuple[EpisodeResult, SandboxedAgent | None]:
+    """One episode of the harness files in ``folder`` on ``task``, in the sandbox (:func:`drive_episode` with a
+    SandboxedAgent), as the JIT, its validation and Stage III run a candidate. A ``harness_error`` carries the child's
+    own diagnostic (line, phase). Returns the result and the agent (its ``isolation``, ``diagnostic``; None when the
+    environment could not be made)."""
+    made: list[SandboxedAgent] = []
+
+    def make_agent(env):
+        made.append(SandboxedAgent(folder, llm, sandbox))
+        return made[-1]
+    result = drive_episode(suite, task, make_agent, llm, budget, seed, on_step=on_step)
+    agent = made[-1] if made else None
+    if result.status == "harness_error" and agent is not None and agent.diagnostic is not None:
+        result.diagnostic = agent.diagnostic.as_dict()
+    return result, agent
 
 
 def backoff(attempt: int) -> float:

@@ -33,9 +33,9 @@ from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.progress import Progress
 from jitlab.repeats import samples
-from jitlab.runner import backoff, drive_episode, retry
+from jitlab.runner import backoff, retry, sandboxed_episode
 from jitlab.runtime import Budget, EpisodeResult, RunSpend, SpendCapReached
-from jitlab.sandbox import SandboxedAgent, require_isolation
+from jitlab.sandbox import require_isolation
 from jitlab.store import FINAL, RunStore, set_aside
 
 __all__ = ["JITEngine", "same_design"]
@@ -328,15 +328,8 @@ class JITEngine:
             result = EpisodeResult(status="harness_error", error="no valid harness after repair",
                                    diagnostic=chosen.diagnostic)
         else:
-            agents = []
-
-            def make_agent(env, folder=harness_dir, llm=exec_llm, sandbox=sb_cfg, made=agents):
-                made.append(SandboxedAgent(folder, llm, sandbox))
-                return made[-1]
-            result = drive_episode(self.suite, task, make_agent, exec_llm, self.budget, cfg.seed,
-                                   on_step=lambda s, ep=episode: self.store.log_step(ep, s))
-            if result.status == "harness_error" and agents and agents[-1].diagnostic is not None:
-                result.diagnostic = agents[-1].diagnostic.as_dict()  # the child's own account (line, phase)
+            result, _ = sandboxed_episode(self.suite, task, harness_dir, exec_llm, self.budget, cfg.seed, sb_cfg,
+                                          on_step=lambda s, ep=episode: self.store.log_step(ep, s))
         rec = self._task_record(chosen, refs, meter, stream_index, bank_before, choose_s)
         self.store.finish_episode(episode, {**result.as_dict(), "extra": rec.as_dict(nulls=_NULLABLE)}, meter.totals())
         tot = meter.totals()

@@ -56,9 +56,8 @@ from jitlab.llm import get_backbone
 from jitlab.llm.adapters import adapter_chain, is_adapter_dir, load_adapter
 from jitlab.llm.cache import default_cache
 from jitlab.llm.hf import load_base
-from jitlab.runner import drive_episode
+from jitlab.runner import sandboxed_episode
 from jitlab.runtime import Budget, LLMHandle, SpendCapReached
-from jitlab.sandbox import SandboxedAgent
 from jitlab.train import common
 from jitlab.train.common import fingerprint, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import Stage3Config
@@ -137,8 +136,7 @@ class PlanEvaluator:
         llm = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="execute",
                         spend=self.spend)
         budget = Budget(max_steps=cfg.episode_steps, max_wall_s=cfg.max_wall_s)
-        result = drive_episode(self.suite, task, lambda env: SandboxedAgent(folder, llm, config.sandbox()), llm,
-                               budget, cfg.seed)
+        result, _ = sandboxed_episode(self.suite, task, folder, llm, budget, cfg.seed, config.sandbox())
         latency = llm.calls if cfg.latency_proxy == "calls" else llm.completion_tokens
         meta.update(status=result.status, success=result.success, tokens=llm.tokens, calls=llm.calls,
                     tool_calls=result.tool_calls, wall_s=round(result.wall_s, 3))
