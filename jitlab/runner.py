@@ -16,13 +16,13 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import REPEATS_MAX, check_fields
-from jitlab.harness import harness_sha, load_harness, read_files, resolve, seed_bank_dir
+from jitlab.harness import Harness, harness_sha, load_harness, read_files, resolve, seed_bank_dir
 from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.llm.pricing import known_price
@@ -87,8 +87,13 @@ def default_out(cfg: RunConfig) -> Path:
     return Path("runs") / slug
 
 
-def _agent_factory(cfg: RunConfig, suite):
-    """(harness name, sha, isolation label, make_agent(env, llm))."""
+def _agent_factory(cfg: RunConfig, suite, harness: Harness | None = None):
+    """(harness name, sha, isolation label, make_agent(env, llm)); ``harness``: a Harness object run in-process."""
+    if harness is not None:
+        if cfg.isolation == "sandbox":
+            raise ConfigError("a Harness object runs in this process (there is no folder to sandbox); save it as a "
+                              "harness folder to run it with isolation='sandbox'")
+        return harness.name, harness.sha, "in-process (a Harness object)", lambda env, llm: HarnessAgent(harness, llm)
     if cfg.harness == "oracle":
         if not hasattr(suite, "oracle"):
             raise ConfigError(f"suite {cfg.suite} has no oracle")
@@ -185,14 +190,16 @@ def cost_estimate(cfg: RunConfig, episodes: int) -> str:
             f"at ${per_mtok:g}/Mtok)")
 
 
-def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | None = None) -> Path:
+def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | None = None,
+        harness: Harness | None = None) -> Path:
     """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json (``run_summarized``
-    also returns the summary)."""
-    return run_summarized(cfg, spend, backbone)[0]
+    also returns the summary). ``harness``: a Harness object (``Harness.from_modules``) to run in this process instead
+    of ``cfg.harness``, which then records its name."""
+    return run_summarized(cfg, spend, backbone, harness)[0]
 
 
-def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
-                   backbone: LazyBackbone | None = None) -> tuple[Path, dict]:
+def run_summarized(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | None = None,
+                   harness: Harness | None = None) -> tuple[Path, dict]:
     """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json, and that summary.
 
     ``spend`` (optional) is a RunSpend shared with other runs (a grid's total cap); by default the run's
@@ -203,12 +210,14 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
     ``backbone`` (optional) is a LazyBackbone of ``cfg.backbone`` with ``cfg.backbone_options`` shared by several
     runs in one process (the engineer loop's batches), so its model loads once; by default each run builds its own."""
     check_fields(cfg)  # again: a notebook may have changed a field after construction
+    if harness is not None:
+        cfg = replace(cfg, harness=harness.name)   # what the records, the fingerprint and the default out name
     suite = get_suite(cfg.suite)
     tasks = _slice(cfg, suite)
     varies = check_repeat(suite, cfg.backbone_options, cfg.repeat)
     episodes = [(task, seed) for seed in repeat_seeds(cfg.seed, cfg.repeat) for task in tasks]  # repeat-major
     out = Path(cfg.out) if cfg.out else default_out(cfg)
-    harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite)
+    harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite, harness)
     if backbone is None:
         backbone = LazyBackbone(cfg.backbone, cfg.backbone_options)
     elif (backbone.name, backbone.options) != (cfg.backbone, cfg.backbone_options):
