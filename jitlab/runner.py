@@ -40,7 +40,7 @@ from jitlab.runtime import (
 )
 from jitlab.sandbox import SandboxConfig, SandboxedAgent
 from jitlab.sandbox.runner import require_isolation
-from jitlab.store import FINAL, RunStore, summarize
+from jitlab.store import FINAL, RunStore, Status, summarize
 
 __all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry", "run",
            "run_summarized", "sandboxed_episode"]
@@ -124,7 +124,7 @@ def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed:
         agent = make_agent(env)
         result = run_episode(env, agent, llm, budget, seed, on_step=on_step)
     except InfraError as exc:
-        result = EpisodeResult(status="infra_error", error=str(exc))
+        result = EpisodeResult(status=Status.INFRA_ERROR, error=str(exc))
     finally:
         if hasattr(agent, "close"):  # a sandboxed agent holds a child process
             agent.close()
@@ -146,7 +146,7 @@ def sandboxed_episode(suite, task, folder, llm: LLMHandle, budget: Budget, seed:
         return made[-1]
     result = drive_episode(suite, task, make_agent, llm, budget, seed, on_step=on_step)
     agent = made[-1] if made else None
-    if result.status == "harness_error" and agent is not None and agent.diagnostic is not None:
+    if result.status == Status.HARNESS_ERROR and agent is not None and agent.diagnostic is not None:
         result.diagnostic = agent.diagnostic.as_dict()
     return result, agent
 
@@ -252,7 +252,7 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None, backbone: Lazy
                 bar.write(_episode_line(f"{task.id}@{seed}" if cfg.repeat > 1 else task.id, result, llm.tokens))
             if result.status in FINAL:
                 bar.update(success=result.success, tokens=llm.tokens, cost=llm.cost)
-            if result.status in FINAL or result.status == "spend_cap":
+            if result.status in FINAL or result.status == Status.SPEND_CAP:
                 return None
             return backoff(attempt_no)
         retry(cfg.retries, lambda: store.status_of(sha, task.id, seed)[0] in FINAL, spend, attempt, stop)

@@ -35,7 +35,6 @@ import os
 import sqlite3
 import threading
 import time
-from enum import StrEnum
 from pathlib import Path
 
 from jitlab.compliance import compliance_summary
@@ -45,6 +44,7 @@ from jitlab.paths import jitlab_commit
 from jitlab.plumbing import set_aside  # re-exported: a run's old records set aside
 from jitlab.repeats import repeat_summary
 from jitlab.stats import run_intervals
+from jitlab.status import FINAL, RETRY, Status  # re-exported: the episode statuses
 
 __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY", "Status",
            "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "prefix_reuse",
@@ -52,21 +52,6 @@ __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "N
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
-
-
-class Status(StrEnum):
-    """An episode's status (``episodes.status``), declared once: FINAL ones are results, RETRY ones are rerun."""
-    RUNNING = "running"              # in flight (or its process was killed: becomes interrupted)
-    OK = "ok"                        # the episode ended (success or not is ``success``)
-    BUDGET = "budget"                # it ran out of steps, tokens or wall time
-    HARNESS_ERROR = "harness_error"  # the harness's code failed (a result: the harness is to blame)
-    INFRA_ERROR = "infra_error"      # the backbone, environment or sandbox failed (not a result)
-    INTERRUPTED = "interrupted"      # its process died while it ran
-    SPEND_CAP = "spend_cap"          # the run-level spend cap stopped it (neither final nor retried by itself)
-
-
-FINAL = tuple(s.value for s in (Status.OK, Status.BUDGET, Status.HARNESS_ERROR))
-RETRY = tuple(s.value for s in (Status.INFRA_ERROR, Status.INTERRUPTED))
 SCHEMA_VERSION = 3  # 2: calls.queue_s, compute_s, reused_tokens; 3: steps.compliance (jitlab/compliance.py)
 EXPORT_MARKER = "run.json"         # a compact export of a run (jitlab/export.py) holds this instead of run.sqlite
 EXPORT_FORMAT = "jitlab-export/1"
@@ -360,7 +345,7 @@ class RunStore:
             cur = self.db.execute(
                 "INSERT INTO episodes (harness, harness_sha, task_id, family, split, seed, attempt, status, "
                 "isolation, started) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (harness, harness_sha, task.id, task.family, task.split, seed, attempt, "running", isolation,
+                (harness, harness_sha, task.id, task.family, task.split, seed, attempt, Status.RUNNING, isolation,
                  time.time()))
             return cur.lastrowid
 

@@ -36,7 +36,7 @@ from jitlab.repeats import samples
 from jitlab.runner import backoff, retry, sandboxed_episode
 from jitlab.runtime import Budget, EpisodeResult, RunSpend, SpendCapReached
 from jitlab.sandbox import require_isolation
-from jitlab.store import FINAL, RunStore, set_aside
+from jitlab.store import FINAL, RunStore, Status, set_aside
 
 __all__ = ["JITEngine", "same_design"]
 
@@ -310,7 +310,7 @@ class JITEngine:
                 self._record_infra(task, meter, str(exc), stream_index)
                 return 0.2
         if meter.spend_stopped():  # the cap cut generation/validation short: what was chosen is not the result
-            self._record_infra(task, meter, self.spend.stopped, stream_index, status="spend_cap")
+            self._record_infra(task, meter, self.spend.stopped, stream_index, status=Status.SPEND_CAP)
             return None
         choose_s = time.perf_counter() - started
         harness_dir = write_harness(chosen.files, self.out / "harnesses" / chosen.sha)
@@ -325,7 +325,7 @@ class JITEngine:
         meter.attach(lambda call, ep=episode: self.store.log_call(ep, call))
         exec_llm = meter.handle("execute", "exec", self.budget)
         if chosen.diagnostic is not None and not chosen.fallback:
-            result = EpisodeResult(status="harness_error", error="no valid harness after repair",
+            result = EpisodeResult(status=Status.HARNESS_ERROR, error="no valid harness after repair",
                                    diagnostic=chosen.diagnostic)
         else:
             result, _ = sandboxed_episode(self.suite, task, harness_dir, exec_llm, self.budget, cfg.seed, sb_cfg,
@@ -345,7 +345,7 @@ class JITEngine:
             if cfg.mode == "streaming":
                 self._bank_update(task, self._finished(task))
             return None
-        return None if result.status == "spend_cap" else backoff(attempt)
+        return None if result.status == Status.SPEND_CAP else backoff(attempt)
 
     def _task_record(self, chosen: _Chosen, refs: list, meter: Meter, stream_index: int, bank_before: int,
                      choose_s: float) -> JITTaskRecord:
@@ -369,7 +369,7 @@ class JITEngine:
             rec.bank_size_after, rec.frontier = len(self.bank), self.bank.frontier()
         return rec
 
-    def _record_infra(self, task, meter: Meter, error: str, stream_index: int, status: str = "infra_error") -> None:
+    def _record_infra(self, task, meter: Meter, error: str, stream_index: int, status: str = Status.INFRA_ERROR) -> None:
         """An infrastructure failure (or the spend cap, ``status='spend_cap'``) before a harness was chosen: a row
         that is not final (retried later) holding the calls made so far."""
         sha = f"jit-infra:{task.id}"

@@ -36,6 +36,7 @@ from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha
 from jitlab.runner import sandboxed_episode
 from jitlab.runtime import Budget
+from jitlab.status import Status
 
 __all__ = [
     "RepairConfig",
@@ -158,9 +159,9 @@ def validate_files(files: dict[str, str], dev_task, suite, llm, config: RepairCo
     smoke = {"status": episode.status, "steps": episode.steps, "tool_calls": episode.tool_calls,
              "wall_s": round(episode.wall_s, 3)}
     wall = time.perf_counter() - start
-    if episode.status == "infra_error":
+    if episode.status == Status.INFRA_ERROR:
         raise InfraError(f"smoke episode of {sha[:12]} hit an infrastructure failure: {episode.error}")
-    if episode.status == "harness_error":
+    if episode.status == Status.HARNESS_ERROR:
         diag = dict(episode.diagnostic)   # the child's own account when it gave one (sandboxed_episode)
         diag.setdefault("phase", "smoke")
         return Validation(False, "smoke", sha, diag, wall, smoke, agent.isolation)

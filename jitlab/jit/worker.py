@@ -18,7 +18,7 @@ from jitlab.jit.loop import JITEngine
 from jitlab.jit.repair import write_harness
 from jitlab.progress import Progress
 from jitlab.runtime import RunSpend
-from jitlab.store import FINAL
+from jitlab.store import FINAL, Status
 
 __all__ = ["run_on_ray"]
 
@@ -73,7 +73,7 @@ class _RecordingStore:
 
     def status_of(self, harness_sha: str, task_id: str, seed: int) -> tuple[str | None, int]:
         mine = [e for e in self.episodes if e["sha"] == harness_sha and e["task_id"] == task_id]
-        return ((mine[-1]["result"] or {}).get("status", "running"), len(mine)) if mine else (None, 0)
+        return ((mine[-1]["result"] or {}).get("status", Status.RUNNING), len(mine)) if mine else (None, 0)
 
     def start_episode(self, harness: str, harness_sha: str, task, seed: int, attempt: int, isolation: str) -> int:
         with self._lock:
