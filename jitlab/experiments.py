@@ -18,8 +18,9 @@ place whether its kernel starts in the repo or in ``notebooks/``.
 Spend: ``max_cost`` / ``max_tokens_total`` given to :func:`run_grid` or :func:`run_jit_modes` cap the
 *total* real backbone spend recorded under ``$JITLAB_SPEND_ROOT`` (set by ``jitlab batch`` to its
 ``--out``) or else under ``out_root``, all cells together; when it is reached no new episode starts and
-SpendCapReached is raised (rerun with a higher cap to resume); :func:`check_spend` checks it before a run
-that takes no cap itself (the engineer loop).
+SpendCapReached is raised (rerun with a higher cap to resume); :func:`check_spend` checks it before a step
+that takes no cap itself (the engineer commands take ``max_cost`` / ``max_tokens_total`` themselves now:
+jitlab/run_options.py).
 
 Ray: ``run_grid(..., executor="ray")`` runs each cell as a Ray task (jitlab/cluster.py). It uses the Ray
 this process is connected to, so ``ray.init(address="ray://head:10001")`` first points a grid at an existing
@@ -105,7 +106,7 @@ def grid_spend(root: str | Path, max_cost: float | None = None, max_tokens_total
 
 def check_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None) -> None:
     """Raise SpendCapReached when the real backbone spend recorded under ``root`` (or ``$JITLAB_SPEND_ROOT``, set by
-    ``jitlab batch``) reached a cap; a notebook calls it before each run (the engineer loop takes no cap itself)."""
+    ``jitlab batch``) reached a cap; a notebook calls it before a step that takes no cap itself."""
     spend = grid_spend(root, max_cost, max_tokens_total)
     if spend is not None:
         spend.check()
