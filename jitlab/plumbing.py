@@ -12,6 +12,7 @@ Caveats: a free port is free when asked; a server that binds it later may lose i
 retries or reports it). ``set_aside`` never overwrites: a name already taken gets ``-1``, ``-2``, ... before the
 suffix. It imports no other jitlab module, so the families below the core can use it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -42,9 +43,8 @@ def set_aside(path: str | Path, pattern: str = "{stem}.{stamp}{suffix}") -> Path
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = path.with_name(pattern.format(name=path.name, stem=path.stem, suffix=path.suffix, stamp=stamp))
     n = 1
-    while target.exists():   # two set asides within a second: never overwrite the first
-        target = path.with_name(pattern.format(name=path.name, stem=path.stem, suffix=path.suffix,
-                                               stamp=f"{stamp}-{n}"))
+    while target.exists():  # two set asides within a second: never overwrite the first
+        target = path.with_name(pattern.format(name=path.name, stem=path.stem, suffix=path.suffix, stamp=f"{stamp}-{n}"))
         n += 1
     os.replace(path, target)
     for side in SQLITE_SIDE_FILES:
