@@ -2,16 +2,19 @@
 
     python examples/hello_harness.py                          # scripted:pick-hash, a deterministic TEST DOUBLE
     python examples/hello_harness.py --backbone embedded      # the embedded SmolLM2 model (CPU)
+    jitlab show runs/hello-harness                            # its records, as for any run
 
 A harness is four objects: Memory (events -> view), Planner (view -> directive), CapabilityPolicy (which tools
 to expose) and Action (context -> the next tool call). They call the backbone only through ``ctx.llm``.
-``Harness.from_modules`` makes a harness of the four classes. Saved as a folder (memory.py, planning.py,
+``Harness.from_modules`` makes a harness of the four classes and ``jitlab.run(config, harness=...)`` runs it like any
+other (records, resume, ``jitlab show``). Saved as a folder (memory.py, planning.py,
 tool_policy.py, action.py, prompt.yaml, description.yaml), the same classes run with
 ``jitlab run --harness path/to/folder``; the seeds in seed_bank/ are bigger examples.
 """
 import argparse
 import re
 
+import jitlab
 from jitlab.harness import Harness
 from jitlab.protocol import Decision, Directive, View
 
@@ -46,25 +49,19 @@ class Action:                                   # A: ask the backbone, map its r
 
 
 def main(argv=None) -> list:
-    from jitlab.envs import get_suite
-    from jitlab.llm.base import get_backbone
-    from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
+    """Run the harness on the first ``--limit`` toy dev tasks; returns their episode rows (status, steps, tokens)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backbone", default="scripted:pick-hash")
     parser.add_argument("--limit", type=int, default=3)
+    parser.add_argument("--out", default="runs/hello-harness", help="run directory (rerunning resumes)")
     args = parser.parse_args(argv)
     harness = Harness.from_modules(memory=Memory, planner=Planner, policy=CapabilityPolicy, action=Action, name="hello")
-    suite, backbone, results = get_suite("toy"), get_backbone(args.backbone), []
-    for task in suite.tasks("dev")[: args.limit]:
-        llm = LLMHandle(backbone, Budget())
-        env = suite.make_env(task)
-        try:
-            result = run_episode(env, HarnessAgent(harness, llm), llm, Budget())
-        finally:
-            env.close()
-        print(f"{task.id}: {result.status} success={result.success} steps={result.steps} tokens={llm.tokens}")
-        results.append(result)
-    return results
+    out = jitlab.run(jitlab.RunConfig(suite="toy", backbone=args.backbone, limit=args.limit, out=args.out, quiet=True),
+                     harness=harness)
+    rows = list(jitlab.load(out)["episodes"].itertuples())
+    for r in rows:
+        print(f"{r.task_id}: {r.status} success={bool(r.success)} steps={r.steps} tokens={r.tokens}")
+    return rows
 
 
 if __name__ == "__main__":

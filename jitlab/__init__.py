@@ -4,6 +4,7 @@ Quick use (the names a notebook starts from are re-exported here, imported on fi
 
     import jitlab
     run_dir = jitlab.run(jitlab.RunConfig(suite="textworld", harness="react", backbone="embedded", limit=5))
+    run_dir = jitlab.run(jitlab.RunConfig(suite="toy", limit=3), harness=my_harness)  # a Harness object, in-process
     frames = jitlab.load(run_dir)                                  # episodes, steps, calls as DataFrames
     jit_dir = jitlab.run_jit(jitlab.JITConfig(suite="toy", mode="streaming", limit=5))
 

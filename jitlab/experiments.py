@@ -18,8 +18,9 @@ place whether its kernel starts in the repo or in ``notebooks/``.
 Spend: ``max_cost`` / ``max_tokens_total`` given to :func:`run_grid` or :func:`run_jit_modes` cap the
 *total* real backbone spend recorded under ``$JITLAB_SPEND_ROOT`` (set by ``jitlab batch`` to its
 ``--out``) or else under ``out_root``, all cells together; when it is reached no new episode starts and
-SpendCapReached is raised (rerun with a higher cap to resume); :func:`check_spend` checks it before a run
-that takes no cap itself (the engineer loop).
+SpendCapReached is raised (rerun with a higher cap to resume); :func:`check_spend` checks it before a step
+that takes no cap itself (the engineer commands take ``max_cost`` / ``max_tokens_total`` themselves now:
+jitlab/run_options.py).
 
 Ray: ``run_grid(..., executor="ray")`` runs each cell as a Ray task (jitlab/cluster.py). It uses the Ray
 this process is connected to, so ``ray.init(address="ray://head:10001")`` first points a grid at an existing
@@ -43,17 +44,16 @@ from jitlab.harness import seed_bank_dir, seed_names
 from jitlab.jit.inference import JITConfig, run_jit
 from jitlab.paths import repo_root
 from jitlab.progress import group
+from jitlab.run_options import SPEND_ROOT_ENV, shared_spend
 from jitlab.runner import RunConfig, run
-from jitlab.runtime import RunSpend
 from jitlab.selection import judge, successes
-from jitlab.store import DB_NAME, load, recorded_spend
+from jitlab.store import load
 
 __all__ = ["JIT_SUMMARY_COLUMNS", "OUT_ROOT_ENV", "REPEAT_COLUMNS", "SPEND_ROOT_ENV", "SUMMARY_COLUMNS", "best_per_suite",
            "check_spend", "grid_spend", "grid_table", "jit_summaries", "notebook_command", "output_path", "repo_path",
            "run_grid", "run_jit_modes", "run_slug", "seed_harnesses"]
 
 OUT_ROOT_ENV = "JITLAB_OUT_ROOT"      # relative output paths resolve here (jitlab batch: OUT/<run id>)
-SPEND_ROOT_ENV = "JITLAB_SPEND_ROOT"  # a grid's spend cap counts every run recorded here (jitlab batch: OUT)
 
 log = logging.getLogger(__name__)
 
@@ -100,24 +100,13 @@ def output_path(path: str | Path) -> Path:
 
 def grid_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None):
     """A RunSpend shared by several runs, seeded with the real spend of every run recorded under
-    ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``; None when no cap is given."""
-    import os
-
-    if max_cost is None and max_tokens_total is None:
-        return None
-    check_number("max_cost", max_cost, "float", optional=True, min=0)
-    check_number("max_tokens_total", max_tokens_total, optional=True, min=0)
-    base = Path(os.environ.get(SPEND_ROOT_ENV) or root)
-    cost = tokens = 0
-    for db in sorted(base.rglob(DB_NAME)) if base.is_dir() else []:
-        c, t = recorded_spend(db.parent)
-        cost, tokens = cost + c, tokens + t
-    return RunSpend(max_cost, max_tokens_total, cost, tokens)
+    ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``; None when no cap is given (jitlab.run_options.shared_spend)."""
+    return shared_spend(root, max_cost, max_tokens_total)
 
 
 def check_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None) -> None:
     """Raise SpendCapReached when the real backbone spend recorded under ``root`` (or ``$JITLAB_SPEND_ROOT``, set by
-    ``jitlab batch``) reached a cap; a notebook calls it before each run (the engineer loop takes no cap itself)."""
+    ``jitlab batch``) reached a cap; a notebook calls it before a step that takes no cap itself."""
     spend = grid_spend(root, max_cost, max_tokens_total)
     if spend is not None:
         spend.check()

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+from jitlab.plumbing import free_port
 
 __all__ = ["Progress", "group", "progress_mode", "in_notebook", "live_dashboard_hint"]
 
@@ -63,9 +64,7 @@ def progress_mode(quiet: bool = False) -> str:
 
 def live_dashboard_hint(run_dir: str | Path) -> str:
     """The command serving the live dashboard on ``run_dir`` and the URL it will answer on."""
-    with socket.socket() as s:  # a free port now (jitlab.viz.dash.server.free_port; core cannot import viz)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     return f"live dashboard: run `jitlab dash --live {run_dir} --port {port}` in a terminal, then open http://127.0.0.1:{port}/"
 
 

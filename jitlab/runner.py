@@ -16,21 +16,20 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError, InfraError
-from jitlab.fields import REPEATS_MAX, RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
-from jitlab.harness import harness_sha, load_harness, read_files, resolve, seed_bank_dir
+from jitlab.fields import REPEATS_MAX, check_fields
+from jitlab.harness import Harness, harness_sha, load_harness, read_files, resolve, seed_bank_dir
 from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.llm.pricing import known_price
 from jitlab.progress import Progress
 from jitlab.repeats import check_repeat, repeat_seeds, samples
+from jitlab.run_options import NOT_FINGERPRINTED, EpisodeOptions, NewRun, Quiet, RunControls
 from jitlab.runtime import (
-    EPISODE_MAX_TOKENS,
-    EPISODE_MAX_WALL_S,
     Budget,
     EpisodeResult,
     HarnessAgent,
@@ -41,18 +40,18 @@ from jitlab.runtime import (
 )
 from jitlab.sandbox import SandboxConfig, SandboxedAgent
 from jitlab.sandbox.runner import require_isolation
-from jitlab.store import FINAL, RunStore, summarize
+from jitlab.store import FINAL, RunStore, Status, summarize
 
 __all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry", "run",
-           "run_summarized"]
+           "run_summarized", "sandboxed_episode"]
 
 # fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
 # (so a run stopped by its spend cap resumes with a higher one)
-_NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet", "max_cost", "max_tokens_total")
+_NOT_FINGERPRINTED = ("out", "new_run", *NOT_FINGERPRINTED)
 
 
 @dataclass
-class RunConfig:
+class RunConfig(EpisodeOptions, RunControls, Quiet, NewRun):
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites), or a mixed stream: "
                                                                 "mix:<a>+<b>[@shuffle seed] | mix:<spec.yaml>"})
     harness: str = field(default="react", metadata={"help": "seed name, 'oracle', or path of a harness folder"})
@@ -64,32 +63,14 @@ class RunConfig:
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     offset: int = field(default=0, metadata={"help": "index of the first task in the split", "min": 0})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (from --offset)", "min": 1})
-    seed: int = field(default=0, metadata={"help": "episode seed (env reset and cache key)", "min": 0, "max": SEED_MAX})
     repeat: int = field(default=1, metadata={"help": "run each task at seeds seed..seed+K-1 (varies the reset where the "
                                                      "suite's games do, sampling at temperature > 0; refused when "
                                                      "neither: jitlab/repeats.py)", "min": 1, "metavar": "K",
                                              **REPEATS_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
-    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
-    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     isolation: str = field(default="auto", metadata={"help": "auto (seeds in-process, others sandboxed) | sandbox | none",
                                                             "choices": ("auto", "sandbox", "none")})
-    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run untrusted code without bubblewrap "
-                                                                    "(recorded loudly)"})
-    cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/<suite>-<harness>-<backbone>)",
                                                     "nonempty": True})
-    concurrency: int = field(default=1, metadata={"help": "episodes run at once", "min": 1, **WORKERS_MAX})
-    retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation",
-                                              "min": 0, **RETRIES_MAX})
-    new_run: bool = field(default=False, metadata={"help": "start over even if the config changed (old records kept)"})
-    quiet: bool = field(default=False, metadata={"help": "print nothing per episode"})
-    max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend "
-                                                                   "(cache hits are free); rerun with more to resume",
-                                                           "min": 0, "metavar": "USD"})
-    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N",
-                                                                 "help": "run-level cap on backbone tokens (cache "
-                                                                         "hits are free)", "min": 0})
 
     def __post_init__(self):
         check_fields(self)
@@ -107,8 +88,13 @@ def default_out(cfg: RunConfig) -> Path:
     return Path("runs") / slug
 
 
-def _agent_factory(cfg: RunConfig, suite):
-    """(harness name, sha, isolation label, make_agent(env, llm))."""
+def _agent_factory(cfg: RunConfig, suite, harness: Harness | None = None):
+    """(harness name, sha, isolation label, make_agent(env, llm)); ``harness``: a Harness object run in-process."""
+    if harness is not None:
+        if cfg.isolation == "sandbox":
+            raise ConfigError("a Harness object runs in this process (there is no folder to sandbox); save it as a "
+                              "harness folder to run it with isolation='sandbox'")
+        return harness.name, harness.sha, "in-process (a Harness object)", lambda env, llm: HarnessAgent(harness, llm)
     if cfg.harness == "oracle":
         if not hasattr(suite, "oracle"):
             raise ConfigError(f"suite {cfg.suite} has no oracle")
@@ -142,13 +128,31 @@ def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed:
         result = run_episode(env, agent, llm, budget, seed, on_step=on_step)
         result.time["setup_s"] = round(setup_s, 4)   # the environment and agent built, outside the episode's wall
     except InfraError as exc:
-        result = EpisodeResult(status="infra_error", error=str(exc))
+        result = EpisodeResult(status=Status.INFRA_ERROR, error=str(exc))
     finally:
         if hasattr(agent, "close"):  # a sandboxed agent holds a child process
             agent.close()
         if env is not None:
             env.close()
     return result
+
+
+def sandboxed_episode(suite, task, folder, llm: LLMHandle, budget: Budget, seed: int, sandbox: SandboxConfig,
+                      on_step=None) -> tuple[EpisodeResult, SandboxedAgent | None]:
+    """One episode of the harness files in ``folder`` on ``task``, in the sandbox (:func:`drive_episode` with a
+    SandboxedAgent), as the JIT, its validation and Stage III run a candidate. A ``harness_error`` carries the child's
+    own diagnostic (line, phase). Returns the result and the agent (its ``isolation``, ``diagnostic``; None when the
+    environment could not be made)."""
+    made: list[SandboxedAgent] = []
+
+    def make_agent(env):
+        made.append(SandboxedAgent(folder, llm, sandbox))
+        return made[-1]
+    result = drive_episode(suite, task, make_agent, llm, budget, seed, on_step=on_step)
+    agent = made[-1] if made else None
+    if result.status == Status.HARNESS_ERROR and agent is not None and agent.diagnostic is not None:
+        result.diagnostic = agent.diagnostic.as_dict()
+    return result, agent
 
 
 def backoff(attempt: int) -> float:
@@ -190,14 +194,16 @@ def cost_estimate(cfg: RunConfig, episodes: int) -> str:
             f"at ${per_mtok:g}/Mtok)")
 
 
-def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | None = None) -> Path:
+def run(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | None = None,
+        harness: Harness | None = None) -> Path:
     """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json (``run_summarized``
-    also returns the summary)."""
-    return run_summarized(cfg, spend, backbone)[0]
+    also returns the summary). ``harness``: a Harness object (``Harness.from_modules``) to run in this process instead
+    of ``cfg.harness``, which then records its name."""
+    return run_summarized(cfg, spend, backbone, harness)[0]
 
 
-def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
-                   backbone: LazyBackbone | None = None) -> tuple[Path, dict]:
+def run_summarized(cfg: RunConfig, spend: RunSpend | None = None, backbone: LazyBackbone | None = None,
+                   harness: Harness | None = None) -> tuple[Path, dict]:
     """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json, and that summary.
 
     ``spend`` (optional) is a RunSpend shared with other runs (a grid's total cap); by default the run's
@@ -208,17 +214,19 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
     ``backbone`` (optional) is a LazyBackbone of ``cfg.backbone`` with ``cfg.backbone_options`` shared by several
     runs in one process (the engineer loop's batches), so its model loads once; by default each run builds its own."""
     check_fields(cfg)  # again: a notebook may have changed a field after construction
+    if harness is not None:
+        cfg = replace(cfg, harness=harness.name)   # what the records, the fingerprint and the default out name
     suite = get_suite(cfg.suite)
     tasks = _slice(cfg, suite)
     varies = check_repeat(suite, cfg.backbone_options, cfg.repeat)
     episodes = [(task, seed) for seed in repeat_seeds(cfg.seed, cfg.repeat) for task in tasks]  # repeat-major
     out = Path(cfg.out) if cfg.out else default_out(cfg)
-    harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite)
+    harness_name, sha, isolation, make_agent = _agent_factory(cfg, suite, harness)
     if backbone is None:
         backbone = LazyBackbone(cfg.backbone, cfg.backbone_options)
     elif (backbone.name, backbone.options) != (cfg.backbone, cfg.backbone_options):
         raise ConfigError(f"run: the shared backbone is {backbone.id}, the config names {cfg.backbone}; pass its own")
-    budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
+    budget = cfg.budget()
     cache = default_cache() if cfg.cache else None
     store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
     if spend is None:
@@ -248,7 +256,7 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
                 bar.write(_episode_line(f"{task.id}@{seed}" if cfg.repeat > 1 else task.id, result, llm.tokens))
             if result.status in FINAL:
                 bar.update(success=result.success, tokens=llm.tokens, cost=llm.cost)
-            if result.status in FINAL or result.status == "spend_cap":
+            if result.status in FINAL or result.status == Status.SPEND_CAP:
                 return None
             return backoff(attempt_no)
         retry(cfg.retries, lambda: store.status_of(sha, task.id, seed)[0] in FINAL, spend, attempt, stop)

@@ -28,6 +28,7 @@ from jitlab.protocol import (
     Event,
     Observation,
 )
+from jitlab.status import Status
 from jitlab.timing import EpisodeTime
 
 __all__ = ["EPISODE_MAX_TOKENS", "EPISODE_MAX_WALL_S", "Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend",
@@ -341,7 +342,7 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
     start = clock.start
     timer = EpisodeTime(agent, llm)
     max_steps = budget.max_steps or env.spec.max_steps
-    result = EpisodeResult(status="ok")
+    result = EpisodeResult(status=Status.OK)
     step = 0
     if hasattr(agent, "limit_wall"):  # it can stop a request that outlives the budget (a hung act() or import)
         agent.limit_wall(clock)
@@ -371,30 +372,30 @@ def run_episode(env, agent, llm: LLMHandle, budget: Budget, seed: int = 0, on_st
                          "tokens": llm.tokens - tokens_before, "trace": decision.data.get("trace", {}),
                          "compliance": compliance})
     except BudgetExceeded as exc:
-        result.status, result.error = "budget", str(exc)
+        result.status, result.error = Status.BUDGET, str(exc)
     except InfraError as exc:
-        result.status, result.error = "infra_error", str(exc)
+        result.status, result.error = Status.INFRA_ERROR, str(exc)
     except ConfigError:
         raise  # a missing model package or bad option is the user's to fix, not the harness's failure
     except HarnessError as exc:
-        result.status, result.error = "harness_error", str(exc)
+        result.status, result.error = Status.HARNESS_ERROR, str(exc)
         full = getattr(exc, "diagnostic", None)  # the sandbox attaches line, traceback and phase
         result.diagnostic = full.as_dict() if full is not None else {"kind": exc.kind, "file": exc.file,
                                                                       "message": str(exc)}
     except Exception as exc:  # harness code is arbitrary: any exception is its failure
-        result.status, result.error = "harness_error", f"{type(exc).__name__}: {exc}"
+        result.status, result.error = Status.HARNESS_ERROR, f"{type(exc).__name__}: {exc}"
         result.diagnostic = {"kind": "runtime_error", "message": str(exc),
                              "traceback": "".join(traceback.format_exc(limit=-6))}
-    if getattr(llm, "spend_stopped", False) and result.status != "infra_error":
+    if getattr(llm, "spend_stopped", False) and result.status != Status.INFRA_ERROR:
         # the run's spend cap cut this episode short (even if the harness swallowed the error): not its result
-        result.status = "spend_cap"
+        result.status = Status.SPEND_CAP
         result.error = getattr(llm.spend, "stopped", "") or result.error
         result.diagnostic = {}
-    if result.status not in ("infra_error", "spend_cap"):
+    if result.status not in (Status.INFRA_ERROR, Status.SPEND_CAP):
         try:  # the scorer is the environment's too: its crash is an infrastructure error, retried
             score = _env_call(env.score, timer=timer)
         except InfraError as exc:
-            score, result.status, result.error, result.diagnostic = None, "infra_error", str(exc), {}
+            score, result.status, result.error, result.diagnostic = None, Status.INFRA_ERROR, str(exc), {}
         if score is not None:
             result.success, result.reward = bool(score.success), float(score.reward)
     result.steps, result.wall_s = step, time.perf_counter() - start

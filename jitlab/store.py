@@ -35,15 +35,16 @@ import os
 import sqlite3
 import threading
 import time
-from enum import StrEnum
 from pathlib import Path
 
 from jitlab.compliance import compliance_summary
 from jitlab.envs.base import suite_version
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 from jitlab.paths import jitlab_commit
+from jitlab.plumbing import set_aside  # re-exported: a run's old records set aside
 from jitlab.repeats import repeat_summary
 from jitlab.stats import run_intervals
+from jitlab.status import FINAL, RETRY, Status  # re-exported: the episode statuses
 
 __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY", "Status",
            "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "prefix_reuse",
@@ -51,21 +52,6 @@ __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "N
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
-
-
-class Status(StrEnum):
-    """An episode's status (``episodes.status``), declared once: FINAL ones are results, RETRY ones are rerun."""
-    RUNNING = "running"              # in flight (or its process was killed: becomes interrupted)
-    OK = "ok"                        # the episode ended (success or not is ``success``)
-    BUDGET = "budget"                # it ran out of steps, tokens or wall time
-    HARNESS_ERROR = "harness_error"  # the harness's code failed (a result: the harness is to blame)
-    INFRA_ERROR = "infra_error"      # the backbone, environment or sandbox failed (not a result)
-    INTERRUPTED = "interrupted"      # its process died while it ran
-    SPEND_CAP = "spend_cap"          # the run-level spend cap stopped it (neither final nor retried by itself)
-
-
-FINAL = tuple(s.value for s in (Status.OK, Status.BUDGET, Status.HARNESS_ERROR))
-RETRY = tuple(s.value for s in (Status.INFRA_ERROR, Status.INTERRUPTED))
 SCHEMA_VERSION = 3  # 2: calls.queue_s, compute_s, reused_tokens; 3: steps.compliance (jitlab/compliance.py)
 EXPORT_MARKER = "run.json"         # a compact export of a run (jitlab/export.py) holds this instead of run.sqlite
 EXPORT_FORMAT = "jitlab-export/1"
@@ -123,19 +109,6 @@ def connect_readonly(path: str | Path, timeout: float = 30, **kw) -> sqlite3.Con
     pending = wal.exists() and wal.stat().st_size > 0
     return sqlite3.connect(f"{path.as_uri()}?{'mode=ro' if pending else 'immutable=1'}", uri=True, timeout=timeout,
                            **kw)
-
-
-def set_aside(path: str | Path) -> Path | None:
-    """Rename ``dir/name.ext`` (and its SQLite -wal/-shm files) to ``dir/name.<timestamp>.ext`` so a new
-    run starts empty and the old records stay beside it. Returns the new path, None if nothing was there."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    target = path.with_name(f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
-    for suffix in ("", "-wal", "-shm"):
-        if Path(f"{path}{suffix}").exists():
-            os.replace(f"{path}{suffix}", f"{target}{suffix}")
-    return target
 
 
 def make_dir(path: str | Path, what: str = "--out") -> Path:
@@ -377,7 +350,7 @@ class RunStore:
             cur = self.db.execute(
                 "INSERT INTO episodes (harness, harness_sha, task_id, family, split, seed, attempt, status, "
                 "isolation, started) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (harness, harness_sha, task.id, task.family, task.split, seed, attempt, "running", isolation,
+                (harness, harness_sha, task.id, task.family, task.split, seed, attempt, Status.RUNNING, isolation,
                  time.time()))
             return cur.lastrowid
 

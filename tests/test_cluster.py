@@ -108,7 +108,7 @@ def test_killed_worker_fails_its_cell_only_and_the_rerun_loses_and_duplicates_no
 
 def test_static_jit_on_ray_solves_its_tasks(cluster, tmp_path):
     """Issue 27 item 14: ``jitlab jit --suite toy --mode static --executor ray --backbone scripted:pick-hash
-    --limit 2 --n-candidates 1 --retrieval bm25 --no-cache`` failed every task with ``AttributeError: '_JIT' object
+    --limit 2 --n-candidates 1 --retrieval bm25 --no-cache`` failed every task with ``AttributeError: 'JITEngine' object
     has no attribute 'bar'`` (the worker calls solve(); only run() made the bar). The default run covers the Ray
     static path with this small run; the slow test below compares it with the local executor."""
     from jitlab.jit.inference import JITConfig, run_jit
@@ -123,7 +123,7 @@ def test_static_jit_on_ray_solves_its_tasks(cluster, tmp_path):
 
 def test_the_ray_workers_function_solves_a_static_task_in_process(tmp_path):
     """Issue 27 item 14, without starting Ray: the function each Ray worker runs (``_solve_on_worker``) solves a
-    task and returns its records; on main it raised ``AttributeError: '_JIT' object has no attribute 'bar'``."""
+    task and returns its records; on main it raised ``AttributeError: 'JITEngine' object has no attribute 'bar'``."""
     from dataclasses import asdict
 
     from jitlab.jit.inference import JITConfig, _solve_on_worker

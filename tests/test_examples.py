@@ -3,6 +3,8 @@ import ast
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -13,10 +15,27 @@ def _load(name: str):
     return module
 
 
-def test_hello_harness_runs_on_the_toy_suite(capsys):
-    results = _load("hello_harness").main(["--limit", "2"])
+def test_hello_harness_runs_on_the_toy_suite(capsys, tmp_path):
+    """jitlab.run takes the Harness object: the example wires no loop (no run_episode, no LLMHandle of its own)."""
+    results = _load("hello_harness").main(["--limit", "2", "--out", str(tmp_path / "hello")])
     assert len(results) == 2 and all(r.status == "ok" and r.steps >= 1 for r in results)
     assert "toy-dev-0: ok" in capsys.readouterr().out
+    from jitlab.store import load
+    frames = load(tmp_path / "hello")
+    assert set(frames["episodes"]["harness"]) == {"hello"} and frames["config"]["harness"].iloc[0] == "hello"
+    assert set(frames["episodes"]["isolation"]) == {"in-process (a Harness object)"}
+    text = (EXAMPLES / "hello_harness.py").read_text()
+    assert not [name for name in ("run_episode", "LLMHandle", "HarnessAgent", "get_suite") if name in text]
+    again = _load("hello_harness").main(["--limit", "2", "--out", str(tmp_path / "hello")])   # resumes: nothing reruns
+    assert [r.id for r in again] == [r.id for r in results]
+    import jitlab
+    from jitlab.errors import ConfigError
+    from jitlab.harness import Harness
+    hello = _load("hello_harness")
+    harness = Harness.from_modules(memory=hello.Memory, planner=hello.Planner,
+                                   policy=hello.CapabilityPolicy, action=hello.Action)
+    with pytest.raises(ConfigError, match="no folder to sandbox"):
+        jitlab.run(jitlab.RunConfig(suite="toy", isolation="sandbox", out=str(tmp_path / "x")), harness=harness)
 
 
 def test_hello_harness_is_written_from_scratch():

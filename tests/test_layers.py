@@ -9,7 +9,9 @@ import of the root itself is no edge, since importing any jitlab module imports 
 own layer and the layers below it, except that viz only reads runs back: it imports none of the modules that start
 one (runner, jit.inference and its loop and worker, cluster, experiments, batch).
 Inside the foundation: the families llm, envs and modules build on core only, a resolved seed imports only
-jitlab.protocol and jitlab.harnesskit, and protocol.py and errors.py import no jitlab module.
+jitlab.protocol and jitlab.harnesskit, and protocol.py and errors.py import no jitlab module. The core files are
+ordered with the families: the kernel (core files that import no family) below llm, envs, modules and seed_bank, seeds
+above modules, the core files that build on a family (UPPER_CORE) above the families, then sandbox, then runner.
 
 A jitlab import inside a function hides a file's dependencies: one is allowed only in the files of INLINE, each with
 its reason (CONTRIBUTING.md, "Imports").
@@ -29,6 +31,16 @@ RANK = {"core": 0, **{f: 0 for f in FAMILIES}, "jit": 1, "experiments": 2, "batc
 # inside the foundation: what each family may import besides itself
 ALLOWED = {"llm": {"core"}, "envs": {"core"}, "modules": {"core"}}
 SEED_IMPORTS = {"jitlab.protocol", "jitlab.harnesskit"}
+# inside the foundation, from the bottom up: the kernel (every core file not named below: protocol, errors, fields,
+# paths, plumbing, stats, ...), the families llm, envs, modules and seed_bank (on the kernel only), seeds (built from
+# modules), the core files that build on a family (UPPER_CORE), sandbox (runs a harness with the runtime and the
+# harness loader), then runner (drives episodes in the sandbox)
+UPPER_CORE = {"jitlab.resolve": "modules (the prompt templates)", "jitlab.runtime": "llm (the replay cache key)",
+              "jitlab.store": "envs (suite versions)", "jitlab.harness": "resolve", "jitlab.card": "store, harness",
+              "jitlab.compare": "store", "jitlab.export": "store", "jitlab.run_options": "runtime, store",
+              "jitlab.gap": "compare, envs (a mix's parts)"}
+TIER = {"kernel": 0, "llm": 1, "envs": 1, "modules": 1, "seed_bank": 1, "seeds": 2, "upper core": 3, "sandbox": 4,
+        "runner": 5}
 # what viz must not import: the modules that start runs (viz reads their records back)
 RUNS_STARTERS = {"jitlab.runner", "jitlab.jit.inference", "jitlab.jit.loop", "jitlab.jit.worker", "jitlab.cluster",
                  "jitlab.experiments", "jitlab.batch"}
@@ -154,6 +166,28 @@ def test_layers_import_only_downwards():
            if RANK.get(layer(b), 0) > RANK.get(layer(a), 0) and b != "jitlab"]
     assert not bad, "imports against the layers (core + families < jit < experiments, batch < viz, train, " \
                     "engineer < cli):\n" + "\n".join(bad)
+
+
+def tier(module: str) -> str:
+    """A foundation module's tier (TIER); the core files split into the kernel, UPPER_CORE and the runner."""
+    if layer(module) != "core":
+        return layer(module)
+    if module == "jitlab.runner":
+        return "runner"
+    return "upper core" if module in UPPER_CORE else "kernel"
+
+
+def test_the_foundation_is_ordered_too():
+    """Core files are not one flat layer: the kernel imports no family, the families import only the kernel (and
+    seeds modules), and a core file that builds on a family (UPPER_CORE, with what it needs) sits above it, so e.g.
+    runtime, store and resolve never become a way for a family to import another."""
+    graph = import_graph()
+    foundation = [m for m in graph if RANK.get(layer(m)) == 0 and m != "jitlab"]
+    bad = [f"{a} ({tier(a)}) imports {b} ({tier(b)})" for a in foundation for b in sorted(graph[a])
+           if RANK.get(layer(b)) == 0 and TIER[tier(b)] > TIER[tier(a)]]
+    assert not bad, "imports against the foundation's order (kernel < families < seeds < upper core < sandbox < " \
+                    "runner; a core file that imports a family goes in UPPER_CORE):\n" + "\n".join(bad)
+    assert set(UPPER_CORE) <= set(graph), f"UPPER_CORE names no such module: {sorted(set(UPPER_CORE) - set(graph))}"
 
 
 def test_viz_only_reads():

@@ -205,8 +205,8 @@ def test_calls_record_queue_compute_and_prefix_reuse_and_old_files_gain_the_colu
 
 
 def test_episode_statuses_are_declared_once():
-    """Every status the episode code writes or compares is a store.Status value; FINAL and RETRY partition the ones a
-    finished or retried episode has."""
+    """Every status the episode code writes or compares is spelled as a jitlab.status.Status member (re-exported by
+    store), never as a string; FINAL and RETRY partition the ones a finished or retried episode has."""
     import ast
     from pathlib import Path
 
@@ -214,14 +214,19 @@ def test_episode_statuses_are_declared_once():
     from jitlab.store import FINAL, RETRY, Status
     assert set(FINAL) | set(RETRY) < set(Status) and not set(FINAL) & set(RETRY)
     root = Path(jitlab.__file__).parent
-    found = set()
-    for name in ("runtime.py", "runner.py", "store.py", "jit/inference.py"):
+    found, members = set(), set()
+    for name in ("runtime.py", "runner.py", "store.py", "jit/inference.py", "jit/loop.py", "jit/repair.py",
+                 "jit/worker.py", "engineer/packets.py", "train/data.py", "viz/runs.py"):
         for node in ast.walk(ast.parse((root / name).read_text())):
-            if isinstance(node, ast.Compare) and getattr(node.left, "attr", getattr(node.left, "id", "")) == "status":
-                found |= {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if isinstance(node, ast.Compare) and "status" in ast.unparse(node.left):
+                found |= {f"{name}: {c.value}" for c in ast.walk(node) if isinstance(c, ast.Constant)
+                          and c.value in set(Status)}
             if isinstance(node, ast.keyword) and node.arg == "status" and isinstance(node.value, ast.Constant):
-                found.add(node.value.value)
-            if isinstance(node, ast.Assign) and any(getattr(t, "attr", "") == "status" for t in node.targets) \
-                    and isinstance(node.value, ast.Constant):
-                found.add(node.value.value)
-    assert found and found <= set(Status), f"statuses not in store.Status: {sorted(found - set(Status))}"
+                found.add(f"{name}: {node.value.value}")
+            if isinstance(node, ast.Assign) and any("status" in ast.unparse(t) for t in node.targets):
+                found |= {f"{name}: {c.value}" for c in ast.walk(node.value) if isinstance(c, ast.Constant)
+                          and c.value in set(Status)}
+            if isinstance(node, ast.Attribute) and getattr(node.value, "id", "") == "Status":
+                members.add(node.attr)
+    assert not found, f"statuses spelled as strings (use jitlab.status.Status): {sorted(found)}"
+    assert members and members <= set(Status.__members__), sorted(members - set(Status.__members__))

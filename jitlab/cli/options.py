@@ -21,6 +21,7 @@ import typing
 from dataclasses import MISSING, fields
 
 from jitlab.errors import ConfigError
+from jitlab.run_options import option_names
 from jitlab.store import FINAL, load
 
 __all__ = ["add_config_arguments", "backbone_options", "config_from_args", "key_values", "unfinished"]
@@ -38,11 +39,20 @@ def _default(f):
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
+def _listed(cls) -> list:
+    """``cls``'s fields in the order ``--help`` lists them: its own first, then the shared episode options and run
+    controls (jitlab.run_options) in their order."""
+    shared = option_names()
+    own = [f for f in fields(cls) if f.name not in shared]
+    by_name = {f.name: f for f in fields(cls)}
+    return own + [by_name[n] for n in shared if n in by_name]
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, cls, *, required=(), exclude=(), positional=()) -> None:
     """Add one option per field of dataclass ``cls`` (except ``exclude``); ``required`` and ``positional`` name
     fields that must be given on the command line."""
     hints = typing.get_type_hints(cls)
-    for f in fields(cls):
+    for f in _listed(cls):
         if f.name in exclude:
             continue
         kind, meta, default = _kind(hints[f.name]), f.metadata, _default(f)

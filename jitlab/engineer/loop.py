@@ -44,20 +44,22 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigError
-from jitlab.fields import CANDIDATES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.fields import CANDIDATES_MAX, ROUNDS_MAX, STEPS_MAX, check_fields
 from jitlab.harness import read_files, resolve
 from jitlab.llm.base import check_options
 from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import BackbonePool
+from jitlab.run_options import EpisodeOptions, Quiet, RunControls, adjust, derive
 from jitlab.runner import RunConfig, run_summarized
-from jitlab.runtime import EPISODE_MAX_TOKENS, Budget, LLMHandle
+from jitlab.runtime import Budget, LLMHandle, RunSpend
 from jitlab.store import load
 
 __all__ = ["EngineerConfig", "delta", "evaluate_patch", "run_batch", "run_engineer"]
 
 
 @dataclass
-class EngineerConfig:
+@adjust(defaults={"concurrency": 6})
+class EngineerConfig(EpisodeOptions, RunControls, Quiet):
     suite: str = field(default="toy", metadata={"help": "suite name (jitlab suites)"})
     harness: str = field(default="react", metadata={"help": "base harness: seed name or folder (never edited)"})
     backbone: str = field(default="embedded", metadata={"help": "backbone the harness runs with"})
@@ -75,18 +77,10 @@ class EngineerConfig:
     offset: int = field(default=0, metadata={"help": "index of the batch's first task in the split", "min": 0})
     rounds: int = field(default=1, metadata={"help": "engineer rounds (each from the kept patch)", "min": 1, **ROUNDS_MAX})
     k: int = field(default=4, metadata={"help": "patches proposed per round", "min": 1, **CANDIDATES_MAX})
-    seed: int = field(default=0, metadata={"help": "episode seed of every run", "min": 0, "max": SEED_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
-    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
     disjoint: bool = field(default=False, metadata={"help": "also measure Δ on the next batch of the same split"})
     test: int = field(default=0, metadata={"help": "also measure Δ on the first N test tasks (0: no)", "min": 0})
     smoke_steps: int = field(default=3, metadata={"help": "steps of a patch's sandboxed smoke episode", "min": 0, **STEPS_MAX})
-    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
-    cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str = field(default="runs/engineer", metadata={"help": "output directory", "nonempty": True})
-    quiet: bool = field(default=False, metadata={"help": "print nothing per candidate"})
-    concurrency: int = field(default=6, metadata={"help": "episodes of a batch run at once; the hf engine batches "
-                                                          "their calls", "min": 1, **WORKERS_MAX})
     selection: str = field(default="greedy", metadata={"help": "rule that admits the best patch (jitlab/selection.py): "
                                                                "greedy (Δ > 0 on the batch) | screen | confirm | paired",
                                                        "choices": ("greedy", "screen", "confirm", "paired")})
@@ -108,11 +102,13 @@ def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
 
 
 def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | Path,
-              backbones: BackbonePool | None = None) -> dict:
+              backbones: BackbonePool | None = None, spend: RunSpend | None = None) -> dict:
     """Run ``harness`` on exactly ``tasks`` (a contiguous slice of one split of ``cfg.family``, as ``_tasks`` gives,
     in any order; seed ``cfg.seed``) in the sandbox with ``jitlab.runner.run``, ``cfg.concurrency`` episodes at once,
-    recorded in ``out`` (the jitlab run format; resumable). ``backbones``: the pool the caller's runs share (default: a
-    new one). Returns the run's summary with ``episodes``: {(task id, seed): success}, ``harness_sha`` and ``run_dir``."""
+    recorded in ``out`` (the jitlab run format; resumable), with ``cfg``'s episode options and run controls.
+    ``backbones``: the pool the caller's runs share (default: a new one); ``spend``: the RunSpend of the whole command
+    (default: the run's own caps). SpendCapReached when a cap is reached. Returns the run's summary with
+    ``episodes``: {(task id, seed): success}, ``harness_sha`` and ``run_dir``."""
     from jitlab.selection import successes
     split, ids = tasks[0].split, [t.id for t in tasks]
     index = {t.id: i for i, t in enumerate(get_suite(cfg.suite).tasks(split, cfg.family))}
@@ -121,12 +117,10 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
         raise ConfigError(f"run_batch: tasks {', '.join(ids)} are not a contiguous slice of suite {cfg.suite} "
                           f"{split} family {cfg.family}; pass a slice of its tasks")
     offset = at[0]
-    rc = RunConfig(suite=cfg.suite, harness=str(harness), backbone=cfg.backbone, backbone_options=cfg.backbone_options,
-                   split=split, family=cfg.family, offset=offset, limit=len(ids), seed=cfg.seed,
-                   max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, isolation="sandbox",
-                   allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=str(out), concurrency=cfg.concurrency,
-                   quiet=True)
-    run_dir, summary = run_summarized(rc, backbone=(backbones or BackbonePool()).get(cfg.backbone, cfg.backbone_options))
+    rc = derive(RunConfig, cfg, suite=cfg.suite, harness=str(harness), backbone=cfg.backbone,
+                backbone_options=cfg.backbone_options, split=split, family=cfg.family, offset=offset, limit=len(ids),
+                isolation="sandbox", out=str(out), quiet=True)
+    run_dir, summary = run_summarized(rc, spend, (backbones or BackbonePool()).get(cfg.backbone, cfg.backbone_options))
     frames = load(run_dir)
     summary["episodes"] = successes(frames["episodes"])
     summary["harness_sha"], summary["run_dir"] = frames["config"]["harness_sha"].iloc[0], str(out)
@@ -162,12 +156,13 @@ def delta(base: dict, patched: dict) -> dict:
 
 
 def evaluate_patch(cfg: EngineerConfig, base_folder: Path, text: str, tasks: list, reference: dict, suite, dev_task,
-                   out: Path, run_dir, backbones: BackbonePool | None = None) -> tuple[dict, dict | None]:
+                   out: Path, run_dir, backbones: BackbonePool | None = None,
+                   spend: RunSpend | None = None) -> tuple[dict, dict | None]:
     """One candidate as the loop scores it: write base + patch to ``out/patches/<sha16>``, validate it (static checks,
     then a sandboxed smoke episode on ``dev_task``), and when valid re-run ``tasks`` with it into ``run_dir(sha)``
     (resumable; replay cache per ``cfg.cache``). Returns (record fields: sha, folder, validation and, when valid, the
     ``delta`` fields against ``reference`` (a run_batch summary), run_dir, tokens; the patched run's summary or None).
-    ``backbones``: the pool the loop's runs share (default: a new one)."""
+    ``backbones``: the pool the loop's runs share (default: a new one); ``spend``: the command's RunSpend (run_batch)."""
     from jitlab.engineer.patches import apply_patch, patch_identity, validate_patch
     from jitlab.jit.repair import RepairConfig
     repair_cfg = RepairConfig(smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
@@ -175,12 +170,12 @@ def evaluate_patch(cfg: EngineerConfig, base_folder: Path, text: str, tasks: lis
     folder = apply_patch(base_folder, text, out / "patches" / sha[:16])
     backbones = backbones or BackbonePool()
     llm = LLMHandle(backbones.get(cfg.backbone, cfg.backbone_options),
-                    Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg), seed=cfg.seed, phase="select")
+                    Budget(max_tokens=repair_cfg.smoke_max_tokens), _cache(cfg), seed=cfg.seed, phase="select", spend=spend)
     validation = validate_patch(base_folder, text, suite, dev_task, llm, out / "validate", repair_cfg)
     record = {"sha": sha, "folder": str(folder), "validation": validation.as_dict()}
     if not validation.ok:
         return record, None
-    patched = run_batch(cfg, folder, tasks, run_dir(sha), backbones)
+    patched = run_batch(cfg, folder, tasks, run_dir(sha), backbones, spend)
     record |= {**delta(reference, patched), "run_dir": patched["run_dir"], "tokens_per_task": patched["tokens_per_task"],
                "base_tokens_per_task": reference["tokens_per_task"]}
     return record, patched
@@ -197,7 +192,7 @@ def _append(path: Path, record: dict) -> None:
 
 
 def _select(cfg: EngineerConfig, best: _Kept, current_run: dict, current_text: str, base_folder: Path, rdir: Path,
-            out: Path, backbones: BackbonePool):
+            out: Path, backbones: BackbonePool, spend: RunSpend | None = None):
     """The selection rule's verdict on the round's best patch against the incumbent (jitlab/selection.py); the
     ``confirm`` rule first runs both on the confirmation batch."""
     from jitlab.selection import judge
@@ -205,8 +200,8 @@ def _select(cfg: EngineerConfig, best: _Kept, current_run: dict, current_text: s
     if cfg.selection == "confirm" and best.delta > 0:
         tasks = _tasks(cfg, cfg.split, cfg.offset + cfg.batch * (2 if cfg.disjoint else 1), cfg.batch)
         incumbent = base_folder if not current_text else out / "patches" / current_run["harness_sha"][:16]
-        inc = run_batch(cfg, incumbent, tasks, rdir / "confirm" / "incumbent", backbones)
-        cand = run_batch(cfg, best.record["folder"], tasks, rdir / "confirm" / best.record["sha"][:12], backbones)
+        inc = run_batch(cfg, incumbent, tasks, rdir / "confirm" / "incumbent", backbones, spend)
+        cand = run_batch(cfg, best.record["folder"], tasks, rdir / "confirm" / best.record["sha"][:12], backbones, spend)
         confirm = (inc["episodes"], cand["episodes"])
     return judge(cfg.selection, current_run["episodes"], best.run["episodes"], confirm, cfg.selection_level)
 
@@ -221,13 +216,14 @@ class _Setup:
     tasks: list
     dev_task: object
     say: Callable
+    spend: RunSpend | None = None  # the caps of the whole command, every run and the engineer's calls
 
     @property
     def out(self) -> Path:
         return Path(self.cfg.out)
 
 
-def _setup(cfg: EngineerConfig, backbones: BackbonePool | None) -> _Setup:
+def _setup(cfg: EngineerConfig, backbones: BackbonePool | None, spend: RunSpend | None = None) -> _Setup:
     """The loop's suite, base harness folder and batch; a bad config, harness folder or backbone is refused here."""
     from jitlab.jit.repair import dev_task_for
     check_fields(cfg)
@@ -238,10 +234,11 @@ def _setup(cfg: EngineerConfig, backbones: BackbonePool | None) -> _Setup:
     check_options(cfg.backbone, cfg.backbone_options)  # so is a bad backbone or option
     tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
-    return _Setup(cfg, backbones, suite, base_folder, tasks, dev_task_for(suite, tasks[0]), say)
+    spend = spend if spend is not None else cfg.command_spend(cfg.out)
+    return _Setup(cfg, backbones, suite, base_folder, tasks, dev_task_for(suite, tasks[0]), say, spend)
 
 
-def _engineer(cfg: EngineerConfig, backbones: BackbonePool):
+def _engineer(cfg: EngineerConfig, backbones: BackbonePool, spend: RunSpend | None = None):
     """The engineer that proposes patches: an offline one, or a backbone (given the harness backbone's options when
     it is of the same kind)."""
     from jitlab.engineer.proposer import OFFLINE, make_engineer
@@ -249,7 +246,7 @@ def _engineer(cfg: EngineerConfig, backbones: BackbonePool):
     engineer_backbone = None if cfg.engineer in OFFLINE else backbones.get(cfg.engineer,
                                                                             cfg.backbone_options if same_kind else {})
     return make_engineer(cfg.engineer, None if engineer_backbone is None else (
-        lambda i: LLMHandle(engineer_backbone, Budget.unlimited(), _cache(cfg), seed=i, phase="engineer")),
+        lambda i: LLMHandle(engineer_backbone, Budget.unlimited(), _cache(cfg), seed=i, phase="engineer", spend=spend)),
         **({} if engineer_backbone is None else {"max_new_tokens": cfg.engineer_tokens}))
 
 
@@ -273,7 +270,7 @@ def _round(s: _Setup, engineer, r: int, current_text: str, current_run: dict) ->
         if patched is not None and d is not None and d >= 0 and (best is None or d > best.delta):
             best = _Kept(proposal, record, patched)
     verdict = None if best is None else _select(cfg, best, current_run, current_text, s.base_folder, rdir, s.out,
-                                                 s.backbones)
+                                                 s.backbones, s.spend)
     if verdict is not None:
         s.say(f"round {r} selection ({cfg.selection}): {verdict.reason}")
     return best, verdict, packet_sha, len(proposals)
@@ -286,7 +283,7 @@ def _candidate(s: _Setup, r: int, i: int, proposal, current_text: str, current_r
     cfg, rdir, packet_dir = s.cfg, s.out / f"round{r}", Path(current_run["run_dir"])
     start = time.perf_counter()
     scored, patched = evaluate_patch(cfg, s.base_folder, proposal.text, s.tasks, current_run, s.suite, s.dev_task,
-                                     s.out, lambda sha: rdir / f"{i}-{sha[:12]}", s.backbones)
+                                     s.out, lambda sha: rdir / f"{i}-{sha[:12]}", s.backbones, s.spend)
     record = {"round": r, "index": i, "engineer": cfg.engineer, "name": proposal.name, "note": proposal.note,
               "reply": proposal.reply,
               "packet_sha": packet_sha, "packet": str(rdir / "packet.json"), "base_harness": str(s.base_folder),
@@ -312,22 +309,26 @@ def _held_out(s: _Setup, summary: dict, current_text: str, current_run: dict) ->
     if cfg.test:
         checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
     for label, held in checks:
-        b = run_batch(cfg, s.base_folder, held, out / label / "base", s.backbones)
+        b = run_batch(cfg, s.base_folder, held, out / label / "base", s.backbones, s.spend)
         p = b if not current_text else run_batch(cfg, out / "patches" / current_run["harness_sha"][:16], held,
-                                                   out / label / "patched", s.backbones)
+                                                   out / label / "patched", s.backbones, s.spend)
         summary[f"delta_{label}"] = delta(b, p)
         summary["runs"][label] = {"base": b["run_dir"], "kept": p["run_dir"]}
         s.say(f"{label}: base {b['success_rate']:.2f} -> {'patched' if current_text else 'no patch kept'} "
               f"{p['success_rate']:.2f}")
 
 
-def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None) -> dict:
+def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None, spend: RunSpend | None = None) -> dict:
     """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``. ``backbones``:
-    the pool its runs share, one loaded model per name (default: a new one; pass one to share it across loops)."""
-    s = _setup(cfg, backbones)
-    engineer = _engineer(cfg, s.backbones)
+    the pool its runs share, one loaded model per name (default: a new one; pass one to share it across loops).
+    ``spend``: the RunSpend the caps count against (default: ``cfg``'s ``max_cost`` / ``max_tokens_total`` over
+    everything recorded under ``out``, jitlab.run_options); when a cap is reached SpendCapReached is raised and a
+    rerun with a higher cap resumes."""
+    s = _setup(cfg, backbones, spend)
+    engineer = _engineer(cfg, s.backbones, s.spend)
     s.out.mkdir(parents=True, exist_ok=True)
-    current_text, current_run = "", run_batch(cfg, s.base_folder, s.tasks, s.out / "round0" / "base", s.backbones)
+    current_text, current_run = "", run_batch(cfg, s.base_folder, s.tasks, s.out / "round0" / "base", s.backbones,
+                                              s.spend)
     base_run = current_run
     s.say(f"base {s.base_folder.name}: success {current_run['success_rate']:.2f} on {len(s.tasks)} tasks")
     rounds = []

@@ -30,7 +30,7 @@ from pathlib import Path
 from jitlab.envs.base import get_suite
 from jitlab.errors import JitlabError
 from jitlab.modules.hooks import FAIL_PATTERNS
-from jitlab.store import load
+from jitlab.store import Status, load
 
 __all__ = ["EXCERPT_STEPS", "build_packet", "packet_json", "step_marks"]
 
@@ -124,10 +124,10 @@ def build_packet(run_dir: str | Path) -> dict:
         limit = int(max_steps_cfg) if max_steps_cfg and not pd.isna(max_steps_cfg) else (
             spec.max_steps if spec is not None else None)
         kinds = Counter(k for m in marks for k in m)
-        budget_end = bool(limit) and int(ep["steps"] or 0) >= limit and ep["status"] == "ok"
+        budget_end = bool(limit) and int(ep["steps"] or 0) >= limit and ep["status"] == Status.OK
         if budget_end:
             kinds["step_budget_end"] += 1
-        if ep["status"] in ("budget", "harness_error"):
+        if ep["status"] in (Status.BUDGET, Status.HARNESS_ERROR):
             kinds[ep["status"]] += 1
         if not any((r["reward"] or 0) > 0 for r in records):
             kinds["no_reward"] += 1
@@ -139,7 +139,7 @@ def build_packet(run_dir: str | Path) -> dict:
                         "steps": int(ep["steps"] or 0), "error": _clip(ep["error"], 300),
                         "diagnostic_kind": diagnostic.get("kind", "")},
             "kinds": dict(sorted(kinds.items())),
-            "excerpt": _excerpt(records, marks, budget_end or ep["status"] == "budget")})
+            "excerpt": _excerpt(records, marks, budget_end or ep["status"] == Status.BUDGET)})
     n = len(eps)
     wins = int(eps["success"].fillna(0).astype(bool).sum()) if n else 0
     return {

@@ -34,11 +34,11 @@ from jitlab.engineer.loop import EngineerConfig, run_engineer
 from jitlab.engineer.transfer import _names as names_of
 from jitlab.engineer.transfer import slug
 from jitlab.errors import ConfigError
-from jitlab.fields import CANDIDATES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.fields import CANDIDATES_MAX, check_fields
 from jitlab.harness import resolve
 from jitlab.llm.base import check_name
 from jitlab.llm.lazy import BackbonePool
-from jitlab.runtime import EPISODE_MAX_TOKENS
+from jitlab.run_options import EpisodeOptions, Quiet, RunControls, adjust, derive
 from jitlab.store import summarize
 
 __all__ = ["COLUMNS", "LABELS", "TableConfig", "run_table", "table_rows"]
@@ -50,7 +50,8 @@ COLUMNS = ["harness", "engineer", "kept", *(f"success_{x}" for x in LABELS), *(f
 
 
 @dataclass
-class TableConfig:
+@adjust(defaults={"concurrency": 6}, help={"cache": "use the replay cache (answers the repeated base runs)"})
+class TableConfig(EpisodeOptions, RunControls, Quiet):
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites)"})
     harness: str = field(default="react,aorchestra", metadata={"help": "base harnesses, comma-separated (seed "
                                                                         "names or folders; never edited)",
@@ -63,14 +64,7 @@ class TableConfig:
     offset: int = field(default=0, metadata={"help": "index of the batch's first dev task", "min": 0})
     k: int = field(default=4, metadata={"help": "patches proposed per engineer", "min": 1, **CANDIDATES_MAX})
     test: int = field(default=10, metadata={"help": "test tasks (the first N of the test split; 0: none)", "min": 0})
-    seed: int = field(default=0, metadata={"help": "episode seed of every run", "min": 0, "max": SEED_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
-    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
-    concurrency: int = field(default=6, metadata={"help": "episodes of a batch run at once", "min": 1, **WORKERS_MAX})
-    cache: bool = field(default=True, metadata={"help": "use the replay cache (answers the repeated base runs)"})
-    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
     out: str = field(default="runs/engineer-table", metadata={"help": "output directory", "nonempty": True})
-    quiet: bool = field(default=False, metadata={"help": "print nothing per loop"})
     selection: str = field(default="greedy", metadata={"help": "rule that admits each loop's best patch "
                                                                "(jitlab/selection.py; confirm uses the batch after "
                                                                "the disjoint one)",
@@ -143,16 +137,15 @@ def run_table(cfg: TableConfig) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
     rows, backbones = [], BackbonePool()   # one loaded model per backbone for every loop of the table
+    spend = cfg.command_spend(out)         # the caps bound the whole table: every loop's runs and engineer calls
     for harness in harnesses:
         summaries = {}
         for engineer in engineers:
             loop_out = out / slug(harness) / slug(engineer)
-            summaries[engineer] = run_engineer(EngineerConfig(
-                suite=cfg.suite, harness=harness, backbone=cfg.backbone, engineer=engineer, batch=cfg.batch,
-                offset=cfg.offset, k=cfg.k, rounds=1, disjoint=True, test=cfg.test, seed=cfg.seed,
-                max_steps=cfg.max_steps, max_tokens=cfg.max_tokens, concurrency=cfg.concurrency, cache=cfg.cache,
-                allow_unisolated=cfg.allow_unisolated, out=str(loop_out), quiet=True, selection=cfg.selection),
-                backbones)
+            summaries[engineer] = run_engineer(derive(
+                EngineerConfig, cfg, suite=cfg.suite, harness=harness, backbone=cfg.backbone, engineer=engineer,
+                batch=cfg.batch, offset=cfg.offset, k=cfg.k, rounds=1, disjoint=True, test=cfg.test,
+                out=str(loop_out), quiet=True, selection=cfg.selection), backbones, spend)
             s = summaries[engineer]
             say(f"{harness} + {engineer}: batch {s['base_success']:.2f} -> {s['success']:.2f}, kept "
                 f"{(s['kept_sha'] or 'none')[:12]} ({loop_out})")

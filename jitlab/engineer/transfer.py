@@ -30,11 +30,11 @@ from pathlib import Path
 
 from jitlab.engineer.loop import EngineerConfig, _tasks, delta, run_batch
 from jitlab.errors import ConfigError
-from jitlab.fields import SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.fields import check_fields
 from jitlab.harness import resolve
 from jitlab.llm.base import check_options, weights_of
 from jitlab.llm.lazy import BackbonePool
-from jitlab.runtime import EPISODE_MAX_TOKENS
+from jitlab.run_options import EpisodeOptions, Quiet, RunControls, adjust, derive
 from jitlab.stats import discordant, mcnemar_exact, wilson
 
 __all__ = ["METHODS", "TransferConfig", "learn_overlay", "run_transfer", "slug"]
@@ -43,7 +43,8 @@ METHODS = ("interventions", "rules")
 
 
 @dataclass
-class TransferConfig:
+@adjust(defaults={"concurrency": 6})
+class TransferConfig(EpisodeOptions, RunControls, Quiet):
     suite: str = field(default="toy", metadata={"help": "suite name (jitlab suites)"})
     learn_on: str = field(default="embedded", metadata={"help": "backbone(s) whose dev trajectories the overlay is "
                                                                 "learned from, comma-separated (matrix rows)",
@@ -55,17 +56,9 @@ class TransferConfig:
     limit: int = field(default=6, metadata={"help": "test tasks per cell", "min": 1})
     dev: int | None = field(default=None, metadata={"help": "dev tasks to learn from (default: --limit)", "min": 1})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
-    seed: int = field(default=0, metadata={"help": "episode seed of every run", "min": 0, "max": SEED_MAX})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap; default: each task's own", "min": 1, **STEPS_MAX})
-    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "backbone tokens per episode", "min": 1})
     threshold: float = field(default=0.1, metadata={"help": "interventions: share of steps a pattern needs",
                                                     "min": 0.0, "max": 1.0})
-    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run patches without bubblewrap"})
-    cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str = field(default="runs/transfer", metadata={"help": "output directory", "nonempty": True})
-    quiet: bool = field(default=False, metadata={"help": "print nothing per run"})
-    concurrency: int = field(default=6, metadata={"help": "episodes of a run at once; the hf engine batches their "
-                                                          "calls", "min": 1, **WORKERS_MAX})
 
     def __post_init__(self):
         check_fields(self)
@@ -87,10 +80,8 @@ def slug(name: str) -> str:
 
 
 def _engineer_cfg(cfg: TransferConfig, backbone: str, split: str):
-    return EngineerConfig(suite=cfg.suite, harness=cfg.harness, backbone=backbone, split=split, family=cfg.family,
-                          seed=cfg.seed, max_steps=cfg.max_steps, max_tokens=cfg.max_tokens,
-                          allow_unisolated=cfg.allow_unisolated, cache=cfg.cache, out=cfg.out,
-                          concurrency=cfg.concurrency, quiet=True)
+    return derive(EngineerConfig, cfg, suite=cfg.suite, harness=cfg.harness, backbone=backbone, split=split,
+                  family=cfg.family, out=cfg.out, quiet=True)
 
 
 def learn_overlay(method: str, run_dir: str | Path, threshold: float = 0.1) -> tuple[str, dict]:
@@ -133,9 +124,10 @@ def run_transfer(cfg: TransferConfig) -> dict:
     test_tasks = _tasks(probe, "test", 0, cfg.limit)
 
     learned, backbones = {}, BackbonePool()   # one loaded model per backbone for every run of the matrix
+    spend = cfg.command_spend(out)            # the caps bound the whole matrix, every run of it
     for a in learners:
         ldir = out / "learn" / slug(a)
-        dev = run_batch(_engineer_cfg(cfg, a, "dev"), base_folder, dev_tasks, ldir / "dev-base", backbones)
+        dev = run_batch(_engineer_cfg(cfg, a, "dev"), base_folder, dev_tasks, ldir / "dev-base", backbones, spend)
         text, evidence = learn_overlay(cfg.method, dev["run_dir"], cfg.threshold)
         (ldir / "hooks.py").write_text(text)
         folder = apply_patch(base_folder, text, ldir / "harness")
@@ -147,9 +139,9 @@ def run_transfer(cfg: TransferConfig) -> dict:
     for b in columns:
         adir = out / "apply" / slug(b)
         bcfg = _engineer_cfg(cfg, b, "test")
-        base = run_batch(bcfg, base_folder, test_tasks, adir / "base", backbones)
+        base = run_batch(bcfg, base_folder, test_tasks, adir / "base", backbones, spend)
         for a in learners:
-            patched = run_batch(bcfg, learned[a]["folder"], test_tasks, adir / f"from-{slug(a)}", backbones)
+            patched = run_batch(bcfg, learned[a]["folder"], test_tasks, adir / f"from-{slug(a)}", backbones, spend)
             d = delta(base, patched)
             cells.append({"learned_on": a, "applied_to": b, "delta": d["delta"], "base_success": d["base"],
                           "patched_success": d["patched"], "n": len(d["pairs"]), "pairs": d["pairs"],

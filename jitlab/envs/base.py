@@ -9,12 +9,12 @@ A name ``mix:<a>+<b>...`` (or ``mix:<spec.yaml>``) builds the mixed stream of se
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from jitlab.errors import JitlabError, UnknownName
+from jitlab.plumbing import load_entry
 from jitlab.protocol import Capability, Observation
 
 __all__ = ["MIX_PREFIX", "SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_suite", "interleave", "suite_names",
@@ -96,13 +96,11 @@ def suite_names() -> list[str]:
 def get_suite(name: str) -> Suite:
     """Build a suite by short name, ``package.module:Class`` path or ``mix:...`` (jitlab/envs/mix.py)."""
     if name.startswith(MIX_PREFIX):
-        module, _, attr = _MIX.partition(":")
-        return getattr(importlib.import_module(module), attr)(name[len(MIX_PREFIX):])
+        return load_entry(_MIX)(name[len(MIX_PREFIX):])
     target = SUITES.get(name, name if ":" in name else None)
     if target is None:
         raise UnknownName("suite", name, SUITES)
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    return load_entry(target)()
 
 
 def suite_version(name: str | None) -> str | None:
@@ -116,9 +114,8 @@ def suite_version(name: str | None) -> str | None:
     target = SUITES.get(name or "", name if name and ":" in name else None)
     if target is None:
         return None
-    module, _, attr = target.partition(":")
     try:
-        return getattr(getattr(importlib.import_module(module), attr), "version", None)
+        return getattr(load_entry(target), "version", None)
     except (ImportError, AttributeError):
         return None
 

@@ -85,6 +85,7 @@ from jitlab.harness import (
 )
 from jitlab.jit.pareto import blockers, dominates, pareto_front
 from jitlab.jit.retrieval import bm25_sims, embedder, embedder_error, score_entries
+from jitlab.plumbing import set_aside
 from jitlab.resolve import resolved_or_raw
 from jitlab.selection import judge
 from jitlab.store import WriterLock, connect_readonly, make_dir, transaction
@@ -763,15 +764,7 @@ def _check_file(path: Path) -> str | None:
 
 
 def _quarantine(path: Path, reason: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = Path(f"{path}.corrupt-{stamp}")
-    n = 1
-    while target.exists():
-        target, n = Path(f"{path}.corrupt-{stamp}-{n}"), n + 1
-    os.replace(path, target)
-    for suffix in ("-wal", "-shm", "-journal"):
-        if Path(f"{path}{suffix}").exists():
-            os.replace(f"{path}{suffix}", f"{target}{suffix}")
+    target = set_aside(path, "{name}.corrupt-{stamp}")
     warnings.warn(f"{path} is {reason}; it was moved to {target} (nothing was overwritten) and a fresh harness "
                   f"bank is used at {path}. Inspect or delete {target}.", BankQuarantined, stacklevel=3)
     return target

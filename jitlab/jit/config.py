@@ -13,27 +13,29 @@ from jitlab.fields import (
     REPEATS_MAX,
     RETRIES_MAX,
     ROUNDS_MAX,
-    SEED_MAX,
     STEPS_MAX,
-    WORKERS_MAX,
     check_fields,
 )
 from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.generate.select import SELECTORS
 from jitlab.llm.base import check_name
 from jitlab.llm.pricing import known_price
-from jitlab.runtime import EPISODE_MAX_TOKENS, EPISODE_MAX_WALL_S
+from jitlab.run_options import NOT_FINGERPRINTED, EpisodeOptions, NewRun, Quiet, RunControls, adjust
 
 __all__ = ["MODES", "PHASES", "JITConfig", "cost_estimate", "default_out"]
 
 MODES = ("static", "streaming")
 PHASES = ("generate", "select", "repair", "execute")
 # how fast a run goes or when it stops, not what it computes (a run stopped by its spend cap resumes with more)
-_NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency", "max_cost", "max_tokens_total", "executor")
+_NOT_FINGERPRINTED = ("out", "new_run", "executor", *NOT_FINGERPRINTED)
 
 
 @dataclass
-class JITConfig:
+@adjust(help={"seed": "episode seed (env reset, cache key, generator randomness)",
+              "max_tokens": "execution tokens per episode",
+              "concurrency": "static mode: tasks solved at once (a stream is solved in order, so streaming needs 1)",
+              "quiet": "print nothing per task"})
+class JITConfig(EpisodeOptions, RunControls, Quiet, NewRun):
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites), or a mixed stream: "
                                                                 "mix:<a>+<b>[@shuffle seed] | mix:<spec.yaml>"})
     mode: str = field(default="streaming", metadata={"help": "static (N candidates, pick one) or streaming "
@@ -47,8 +49,6 @@ class JITConfig:
     split: str = field(default="dev", metadata={"help": "a split of the suite: dev, test, train, holdout (jitlab suites)"})
     family: str | None = field(default=None, metadata={"help": "only tasks of this family"})
     limit: int | None = field(default=None, metadata={"help": "first N tasks of the split (the stream)", "min": 1})
-    seed: int = field(default=0, metadata={"help": "episode seed (env reset, cache key, generator randomness)",
-                                           "min": 0, "max": SEED_MAX})
     repeat: int = field(default=1, metadata={"help": "K independent runs at seeds seed..seed+K-1 in out/seed<s>/, each "
                                                      "with its own bank (jitlab/repeats.py)", "min": 1, "metavar": "K",
                                              **REPEATS_MAX})
@@ -75,11 +75,7 @@ class JITConfig:
     on_invalid: str = field(default="fallback", metadata={"help": "no valid candidate after repair: 'fallback' runs "
                                                                   "the nearest reference, 'fail' records a harness_error",
                                                         "choices": ("fallback", "fail")})
-    max_steps: int | None = field(default=None, metadata={"help": "step cap of the task episode; default: the task's",
-                                                          "min": 1, **STEPS_MAX})
-    max_tokens: int = field(default=EPISODE_MAX_TOKENS, metadata={"help": "execution tokens per episode", "min": 1})
     gen_max_tokens: int = field(default=40_000, metadata={"help": "tokens per generation/repair call set", "min": 1})
-    max_wall_s: float = field(default=EPISODE_MAX_WALL_S, metadata={"help": "wall seconds per episode", "min_exclusive": 0})
     retrieval: str = field(default="auto", metadata={"help": "bank retrieval: auto | embedding | bm25",
                                                        "choices": ("auto", "embedding", "bm25")})
     bank_rule: str = field(default="dominance", metadata={"help": "when a newcomer removes a frontier member: "
@@ -88,27 +84,12 @@ class JITConfig:
                                                            "choices": ("dominance", "paired")})
     bank_cost_metric: str = field(default="tokens", metadata={"help": "frontier cost axis: tokens | cost",
                                                                "choices": ("tokens", "cost")})
-    allow_unisolated: bool = field(default=False, metadata={"help": "DANGEROUS: run harnesses without bubblewrap when it is "
-                                                                    "unavailable (recorded loudly)"})
-    cache: bool = field(default=True, metadata={"help": "use the replay cache"})
     out: str | None = field(default=None, metadata={"help": "run directory (default runs/jit-<suite>-<mode>-<generator>)",
                                                     "nonempty": True})
-    retries: int = field(default=2, metadata={"help": "retries of an infrastructure failure within one invocation",
-                                              "min": 0, **RETRIES_MAX})
-    concurrency: int = field(default=1, metadata={"help": "static mode: tasks solved at once (a stream is solved "
-                                                          "in order, so streaming needs 1)", "min": 1, **WORKERS_MAX})
     executor: str = field(default="local", metadata={"help": "static mode: 'local' (threads of this process) or 'ray' "
                                                             "(one Ray task per task, --concurrency at once; this process "
                                                             "alone writes the records; RAY_ADDRESS picks the cluster)",
                                                     "choices": ("local", "ray")})
-    new_run: bool = field(default=False, metadata={"help": "start over even if the config changed (old records kept)"})
-    quiet: bool = field(default=False, metadata={"help": "print nothing per task"})
-    max_cost: float | None = field(default=None, metadata={"help": "run-level cap in USD on real backbone spend, all "
-                                                                   "phases (cache hits are free); rerun with more to "
-                                                                   "resume", "min": 0, "metavar": "USD"})
-    max_tokens_total: int | None = field(default=None, metadata={"metavar": "N",
-                                                                 "help": "run-level cap on backbone tokens, all phases",
-                                                                 "min": 0})
 
     def __post_init__(self):
         check_fields(self)

@@ -62,7 +62,7 @@ from pathlib import Path
 
 from jitlab.envs.base import get_suite
 from jitlab.jit.config import MODES, PHASES, JITConfig, cost_estimate, default_out
-from jitlab.jit.loop import _JIT as _JIT  # re-exported: tests reach the task loop through this module
+from jitlab.jit.loop import JITEngine  # the engine a run drives (jitlab.jit.loop; the Ray worker builds its own)
 from jitlab.jit.summary import summarize_jit
 from jitlab.jit.worker import _solve_on_worker as _solve_on_worker  # re-exported, as above
 from jitlab.jit.worker import run_on_ray
@@ -70,7 +70,7 @@ from jitlab.repeats import check_repeat, repeat_seeds, repeat_summary
 from jitlab.runtime import RunSpend
 from jitlab.store import load
 
-__all__ = ["MODES", "PHASES", "JITConfig", "cost_estimate", "run_jit", "summarize_jit"]
+__all__ = ["MODES", "PHASES", "JITConfig", "JITEngine", "cost_estimate", "run_jit", "summarize_jit"]
 
 
 def run_jit(cfg: JITConfig, spend: RunSpend | None = None) -> Path:
@@ -84,7 +84,7 @@ def run_jit(cfg: JITConfig, spend: RunSpend | None = None) -> Path:
 
 def _run_one(cfg: JITConfig, spend: RunSpend | None) -> Path:
     """One run directory: its tasks solved here, or on Ray (``executor="ray"``, static mode)."""
-    return _JIT(cfg, spend).run(remote=run_on_ray if cfg.executor == "ray" else None)
+    return JITEngine(cfg, spend).run(remote=run_on_ray if cfg.executor == "ray" else None)
 
 
 def _run_repeats(cfg: JITConfig, spend: RunSpend | None) -> Path:

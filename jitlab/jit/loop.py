@@ -33,12 +33,12 @@ from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.progress import Progress
 from jitlab.repeats import samples
-from jitlab.runner import backoff, drive_episode, retry
+from jitlab.runner import backoff, retry, sandboxed_episode
 from jitlab.runtime import Budget, EpisodeResult, RunSpend, SpendCapReached
-from jitlab.sandbox import SandboxedAgent, require_isolation
-from jitlab.store import FINAL, RunStore, set_aside
+from jitlab.sandbox import require_isolation
+from jitlab.store import FINAL, RunStore, Status, set_aside
 
-__all__ = ["_JIT", "same_design"]
+__all__ = ["JITEngine", "same_design"]
 
 # record keys a task writes even when null (no reference retrieved, a harness with no library class or prompt)
 _NULLABLE = ("modules", "prompt_hash", "nearest_reference")
@@ -89,7 +89,7 @@ class _Chosen:
     novelty_rejected: int = 0
 
 
-class _JIT:
+class JITEngine:
     """One JIT run: its tasks, backbones, bank, store and repair log; ``solve`` does one task, ``run`` them all."""
 
     def __init__(self, cfg: JITConfig, spend: RunSpend | None = None, store=None):
@@ -310,7 +310,7 @@ class _JIT:
                 self._record_infra(task, meter, str(exc), stream_index)
                 return 0.2
         if meter.spend_stopped():  # the cap cut generation/validation short: what was chosen is not the result
-            self._record_infra(task, meter, self.spend.stopped, stream_index, status="spend_cap")
+            self._record_infra(task, meter, self.spend.stopped, stream_index, status=Status.SPEND_CAP)
             return None
         choose_s = time.perf_counter() - started
         harness_dir = write_harness(chosen.files, self.out / "harnesses" / chosen.sha)
@@ -325,18 +325,11 @@ class _JIT:
         meter.attach(lambda call, ep=episode: self.store.log_call(ep, call))
         exec_llm = meter.handle("execute", "exec", self.budget)
         if chosen.diagnostic is not None and not chosen.fallback:
-            result = EpisodeResult(status="harness_error", error="no valid harness after repair",
+            result = EpisodeResult(status=Status.HARNESS_ERROR, error="no valid harness after repair",
                                    diagnostic=chosen.diagnostic)
         else:
-            agents = []
-
-            def make_agent(env, folder=harness_dir, llm=exec_llm, sandbox=sb_cfg, made=agents):
-                made.append(SandboxedAgent(folder, llm, sandbox))
-                return made[-1]
-            result = drive_episode(self.suite, task, make_agent, exec_llm, self.budget, cfg.seed,
-                                   on_step=lambda s, ep=episode: self.store.log_step(ep, s))
-            if result.status == "harness_error" and agents and agents[-1].diagnostic is not None:
-                result.diagnostic = agents[-1].diagnostic.as_dict()  # the child's own account (line, phase)
+            result, _ = sandboxed_episode(self.suite, task, harness_dir, exec_llm, self.budget, cfg.seed, sb_cfg,
+                                          on_step=lambda s, ep=episode: self.store.log_step(ep, s))
         rec = self._task_record(chosen, refs, meter, stream_index, bank_before, choose_s)
         self.store.finish_episode(episode, {**result.as_dict(), "extra": rec.as_dict(nulls=_NULLABLE)}, meter.totals())
         tot = meter.totals()
@@ -352,7 +345,7 @@ class _JIT:
             if cfg.mode == "streaming":
                 self._bank_update(task, self._finished(task))
             return None
-        return None if result.status == "spend_cap" else backoff(attempt)
+        return None if result.status == Status.SPEND_CAP else backoff(attempt)
 
     def _task_record(self, chosen: _Chosen, refs: list, meter: Meter, stream_index: int, bank_before: int,
                      choose_s: float) -> JITTaskRecord:
@@ -376,7 +369,7 @@ class _JIT:
             rec.bank_size_after, rec.frontier = len(self.bank), self.bank.frontier()
         return rec
 
-    def _record_infra(self, task, meter: Meter, error: str, stream_index: int, status: str = "infra_error") -> None:
+    def _record_infra(self, task, meter: Meter, error: str, stream_index: int, status: str = Status.INFRA_ERROR) -> None:
         """An infrastructure failure (or the spend cap, ``status='spend_cap'``) before a harness was chosen: a row
         that is not final (retried later) holding the calls made so far."""
         sha = f"jit-infra:{task.id}"

@@ -34,7 +34,9 @@ from pathlib import Path
 import jitlab.sandbox
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha
-from jitlab.runtime import Budget, run_episode
+from jitlab.runner import sandboxed_episode
+from jitlab.runtime import Budget
+from jitlab.status import Status
 
 __all__ = [
     "RepairConfig",
@@ -153,21 +155,15 @@ def validate_files(files: dict[str, str], dev_task, suite, llm, config: RepairCo
                           isolation=result.isolation)
     if config.smoke_steps <= 0:
         return Validation(True, "passed", sha, None, time.perf_counter() - start, isolation=result.isolation)
-    env = suite.make_env(dev_task)
-    agent = jitlab.sandbox.SandboxedAgent(folder, llm, config.sandbox())
-    try:
-        episode = run_episode(env, agent, llm, Budget(config.smoke_steps, config.smoke_max_tokens, config.smoke_wall_s),
-                              seed=config.seed)
-    finally:
-        agent.close()
-        env.close()
+    episode, agent = sandboxed_episode(suite, dev_task, folder, llm, Budget(config.smoke_steps, config.smoke_max_tokens,
+                                                                          config.smoke_wall_s), config.seed, config.sandbox())
     smoke = {"status": episode.status, "steps": episode.steps, "tool_calls": episode.tool_calls,
              "wall_s": round(episode.wall_s, 3)}
     wall = time.perf_counter() - start
-    if episode.status == "infra_error":
+    if episode.status == Status.INFRA_ERROR:
         raise InfraError(f"smoke episode of {sha[:12]} hit an infrastructure failure: {episode.error}")
-    if episode.status == "harness_error":
-        diag = agent.diagnostic.as_dict() if agent.diagnostic is not None else dict(episode.diagnostic)
+    if episode.status == Status.HARNESS_ERROR:
+        diag = dict(episode.diagnostic)   # the child's own account when it gave one (sandboxed_episode)
         diag.setdefault("phase", "smoke")
         return Validation(False, "smoke", sha, diag, wall, smoke, agent.isolation)
     return Validation(True, "passed", sha, None, wall, smoke, agent.isolation)

@@ -14,16 +14,16 @@ from types import SimpleNamespace
 
 from jitlab.cluster import ray_map
 from jitlab.jit.config import JITConfig
-from jitlab.jit.loop import _JIT
+from jitlab.jit.loop import JITEngine
 from jitlab.jit.repair import write_harness
 from jitlab.progress import Progress
 from jitlab.runtime import RunSpend
-from jitlab.store import FINAL
+from jitlab.store import FINAL, Status
 
 __all__ = ["run_on_ray"]
 
 
-def run_on_ray(jit: _JIT) -> None:
+def run_on_ray(jit: JITEngine) -> None:
     """Static mode on Ray: one task per unfinished task (``concurrency`` at once, default all); each worker
     solves it against its own copy of B0 and returns its records, which are written here as they arrive."""
     todo = [i for i, t in enumerate(jit.tasks) if jit._finished(t) is None]
@@ -36,7 +36,7 @@ def run_on_ray(jit: _JIT) -> None:
         if isinstance(r, BaseException):
             raise r
 
-def _write_worker_result(jit: _JIT, r: dict) -> None:
+def _write_worker_result(jit: JITEngine, r: dict) -> None:
     """A worker's records of one task, in the order a local run writes them: harness folders, repair
     transitions, then each episode (its row, calls, steps and result). A driver killed halfway leaves a
     ``running`` row, which a rerun turns ``interrupted`` and solves again, like any run."""
@@ -64,7 +64,7 @@ def _write_worker_result(jit: _JIT, r: dict) -> None:
 
 
 class _RecordingStore:
-    """What a Ray worker's _JIT writes instead of run.sqlite: the episodes of one task in memory (row, calls,
+    """What a Ray worker's JITEngine writes instead of run.sqlite: the episodes of one task in memory (row, calls,
     steps, result), returned to the driver, which writes them (jitlab.store.RunStore's interface, in memory)."""
 
     def __init__(self):
@@ -73,7 +73,7 @@ class _RecordingStore:
 
     def status_of(self, harness_sha: str, task_id: str, seed: int) -> tuple[str | None, int]:
         mine = [e for e in self.episodes if e["sha"] == harness_sha and e["task_id"] == task_id]
-        return ((mine[-1]["result"] or {}).get("status", "running"), len(mine)) if mine else (None, 0)
+        return ((mine[-1]["result"] or {}).get("status", Status.RUNNING), len(mine)) if mine else (None, 0)
 
     def start_episode(self, harness: str, harness_sha: str, task, seed: int, attempt: int, isolation: str) -> int:
         with self._lock:
@@ -112,19 +112,19 @@ class _RecordingStore:
         pass
 
 
-_WORKERS: dict[str, tuple] = {}   # per Ray worker process: (its _JIT, scratch folder) per run, built once
+_WORKERS: dict[str, tuple] = {}   # per Ray worker process: (its JITEngine, scratch folder) per run, built once
 
 
 def _solve_on_worker(fields: dict, run_key: str, index: int, spent: tuple) -> dict:
     """Solve task ``index`` of a static run in a Ray worker (jitlab/cluster.py) and return its records for the
     driver: episodes, harness folders, repair transitions. Nothing is written in the run directory. The worker
-    keeps its _JIT (backbones, B0 bank copy in a scratch folder) for the run's next tasks."""
+    keeps its JITEngine (backbones, B0 bank copy in a scratch folder) for the run's next tasks."""
     key = json.dumps([fields, run_key], sort_keys=True, default=str)
     if key not in _WORKERS:
         scratch = Path(tempfile.mkdtemp(prefix="jitlab-jit-worker-"))
         cfg = JITConfig(**{**fields, "out": str(scratch), "new_run": False, "quiet": True, "executor": "local",
                            "concurrency": 1})
-        jit = _JIT(cfg, store=_RecordingStore())
+        jit = JITEngine(cfg, store=_RecordingStore())
         jit.run_key = run_key   # bank evaluations and repair records name the real run directory
         jit.bar = Progress(0, quiet=True)   # solve() reports to the bar run() makes; here the driver's bar counts
         _WORKERS[key] = (jit, scratch)

@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 from jitlab.errors import ConfigError, UnknownName
 from jitlab.fields import check_fields
 from jitlab.llm.scripted import check_scripted
+from jitlab.plumbing import load_entry
 from jitlab.protocol import Completion
 
 __all__ = ["BACKENDS", "NAMED", "OPTIONS", "Backbone", "Completion", "backend_config", "check_name", "check_options",
@@ -118,9 +119,7 @@ def check_name(name: str) -> None:
 
 def get_backbone(name: str, **options) -> Backbone:
     """Build a backbone from its name (see module docstring). ``options`` go to the backend."""
-    import importlib
     check_options(name, options)
     kind, _, rest = name.partition(":")
-    module, _, attr = BACKENDS[kind].partition(":")
-    factory = getattr(importlib.import_module(module), attr)
+    factory = load_entry(BACKENDS[kind])
     return factory(**options) if kind in NAMED else factory(rest, **options)

@@ -31,6 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from jitlab.paths import home
+from jitlab.plumbing import set_aside
 from jitlab.protocol import Completion
 
 __all__ = ["BUSY_WAIT_S", "CacheQuarantined", "ReplayCache", "cache_key", "default_cache"]
@@ -141,10 +142,7 @@ class ReplayCache:
         with contextlib.suppress(FileNotFoundError):
             if self.path.stat().st_ino != self._inode:  # another process already moved it aside: use its fresh one
                 return
-        target = self.path.with_name(f"{self.path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{self.path.suffix}")
-        for suffix in ("", "-wal", "-shm"):
-            if Path(f"{self.path}{suffix}").exists():
-                os.replace(f"{self.path}{suffix}", f"{target}{suffix}")
+        target = set_aside(self.path, "{stem}.corrupt-{stamp}{suffix}")
         self.quarantined = target
         warnings.warn(f"replay cache {self.path} is damaged ({exc}); it was moved to {target} and a fresh cache is "
                       "used (no episode is affected; delete the old file when you no longer need it)",

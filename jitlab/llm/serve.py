@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 from jitlab.errors import ConfigError, InfraError
 from jitlab.llm.hf.load import materialize_gguf
 from jitlab.llm.hf.packaged import embedded_gguf_path
+from jitlab.plumbing import free_port
 
 __all__ = ["LocalServer", "materialize_embedded", "materialize_gguf", "serve_command"]
 
@@ -58,12 +58,6 @@ def serve_command(folder: str | Path, host: str = "127.0.0.1", port: int = 8000,
             "--device", device, "--dtype", "float32"]
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 class LocalServer:
     """``transformers serve`` on ``folder`` in a child process (own process group), started and
     waited for on ``start()`` / ``with``; ``stop()`` ends it, ``kill()`` SIGKILLs it (a crash)."""
@@ -74,7 +68,7 @@ class LocalServer:
         if not (self.folder / "config.json").is_file():
             raise ConfigError(f"{self.folder} is not a Hugging Face model folder (no config.json); "
                               "make one with jitlab.llm.serve.materialize_gguf")
-        self.host, self.port, self.device = host, port or _free_port(host), device
+        self.host, self.port, self.device = host, port or free_port(host), device
         self.start_timeout_s, self.log = start_timeout_s, Path(log) if log else None
         self.process: subprocess.Popen | None = None
 

@@ -21,6 +21,8 @@ from pathlib import Path
 from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.jit.generate import get_generator
 from jitlab.llm.adapters import write_base
+from jitlab.run_options import NOT_FINGERPRINTED
+from jitlab.runtime import EPISODE_MAX_WALL_S
 from jitlab.train.records import versions, write_json, write_jsonl
 
 __all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
@@ -29,7 +31,10 @@ __all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", 
 DONE = "DONE"
 # what may change between a run and its resume (logging and checkpoint cadence, evaluation size, speed)
 _RESUMABLE = {"save_steps", "save_total_limit", "logging_steps", "report_to", "threads", "eval", "eval_limit",
-              "concurrency", "micro_batch"}   # micro_batch: how a group's loss is split, not what is trained
+              "micro_batch",   # micro_batch: how a group's loss is split, not what is trained
+              *NOT_FINGERPRINTED}   # concurrency, retries, the spend caps (a run stopped at its cap resumes with more)
+# options added after training runs were made: at their default they are left out, so those runs still resume
+_ADDED = {"max_wall_s": EPISODE_MAX_WALL_S}
 
 
 def lora_config(cfg):
@@ -89,7 +94,8 @@ def check_reporters(cfg) -> None:
 
 def fingerprint(cfg, hashes: dict) -> dict:
     """What must not change for a resume to be the same run."""
-    return {"config": {k: v for k, v in asdict(cfg).items() if k not in _RESUMABLE}, "data": hashes}
+    config = {k: v for k, v in asdict(cfg).items() if k not in _RESUMABLE and (k not in _ADDED or v != _ADDED[k])}
+    return {"config": config, "data": hashes}
 
 
 def open_run(out: Path, kind: str, fp: dict, extra: dict) -> dict:

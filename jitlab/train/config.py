@@ -16,9 +16,10 @@ from pathlib import Path
 import yaml
 
 from jitlab.errors import ConfigError
-from jitlab.fields import CANDIDATES_MAX, REFERENCES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.fields import CANDIDATES_MAX, REFERENCES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, check_fields
+from jitlab.run_options import EpisodeWall, Isolation, RunControls, SpendCaps, adjust
 
-__all__ = ["CONFIG_DIR", "EngineerDataConfig", "EngineerGRPOConfig", "EngineerSFTConfig", "Stage1Config",
+__all__ = ["CONFIG_DIR", "EngineerDataConfig", "EngineerGRPOConfig", "EngineerSFTConfig", "PatchRuns", "Stage1Config",
            "Stage1DataConfig", "Stage2Config", "Stage2DataConfig", "Stage3Config", "TrainingCommon", "load_config"]
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -51,7 +52,7 @@ def check_format(value: str) -> None:
 
 
 @dataclass
-class Stage1DataConfig:
+class Stage1DataConfig(Isolation):
     """Stage I data (offline teacher): recorded runs and banks -> SFT examples and Pareto preference pairs."""
     runs: list = field(default_factory=list, metadata={"help": "run directories (jitlab run / jit) whose episodes "
                                                                 "are the teacher's evidence"})
@@ -66,8 +67,6 @@ class Stage1DataConfig:
     max_pairs_per_task: int = field(default=8, metadata={"help": "preference pairs kept per task", "min": 0})
     examples_per_task: int = field(default=1, metadata={"help": "SFT examples per task: its best harnesses, "
                                                                 "best first", "min": 1})
-    allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
-                                                                    "unavailable (recorded)"})
     format: str = field(default="plan", metadata={"help": "what the student writes: a JSON plan (plan:<backbone>) or "
                                                           "the harness files (code:<backbone>)", "choices": FORMATS})
     code_form: str = field(default="resolved", metadata={
@@ -89,7 +88,7 @@ class Stage1DataConfig:
 
 
 @dataclass
-class Stage2DataConfig:
+class Stage2DataConfig(Isolation):
     """Stage II data: faults injected into valid harnesses (code format) and plans (plan format), each with its
     known-good fix, verified in the sandbox."""
     seeds: bool = field(default=True, metadata={"help": "the seed harnesses (baselines excluded) are inputs"})
@@ -108,8 +107,6 @@ class Stage2DataConfig:
         "help": "inputs whose faults form the held-out split (evaluation, not training)"})
     heldout_ops: list = field(default_factory=lambda: ["view_returns_str", "param_type"], metadata={
         "help": "operators whose faults form the held-out split"})
-    allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
-                                                                    "unavailable (recorded)"})
 
     def __post_init__(self):
         check_fields(self, typed=True)  # --set and YAML values arrive parsed, not as strings
@@ -186,7 +183,7 @@ class Stage1Config(TrainingCommon):
 
 
 @dataclass
-class Stage2Config(TrainingCommon):
+class Stage2Config(TrainingCommon, Isolation):
     """Stage II training: SFT on repair transitions (completion-only loss on the fix), on top of a Stage I adapter when
     given; then repair success within ``eval_rounds`` rounds on the held-out faults."""
     data: str = field(default="", metadata={"help": "folder written by `jitlab train data stage2` (repairs.jsonl)",
@@ -205,8 +202,6 @@ class Stage2Config(TrainingCommon):
     eval_executor: str = field(default="scripted:pick-first", metadata={
         "help": "backbone of the validation smoke episodes (a test double by default: the faults do not depend on "
                 "its replies)", "nonempty": True})
-    allow_unisolated: bool = field(default=False, metadata={"help": "validate without bubblewrap when it is "
-                                                                    "unavailable (recorded)"})
     max_length: int = field(default=PLAN_MAX_LENGTH, metadata={"help": "tokens per example (prompt + fix): a plan "
                                                                         "repair prompt is the plan prompt and the "
                                                                         "broken plan with its diagnostic",
@@ -264,7 +259,7 @@ def load_config(cls, path: str | Path | None = None, overrides: dict | None = No
 
 
 @dataclass
-class Stage3Config(TrainingCommon):
+class Stage3Config(TrainingCommon, SpendCaps, EpisodeWall, Isolation):
     """Stage III (Evo-GDPO): GRPO on the plan (or code) format with the gated, decoupled reward channels of
     jitlab.train.evo; candidates validated and run in the sandbox against the family's incumbent; conservative bank
     update."""
@@ -309,8 +304,6 @@ class Stage3Config(TrainingCommon):
                 "of the family)", "choices": ["gate", "screen", "confirm"]})
     bank: str | None = field(default=None, metadata={"help": "bank to start from (copied into the run folder; "
                                                              "default: a fresh B0 of the seed harnesses)"})
-    allow_unisolated: bool = field(default=False, metadata={"help": "run candidates without bubblewrap when it is "
-                                                                    "unavailable (recorded)"})
 
     def __post_init__(self):
         if self.split not in ("dev", "train"):  # before the generic choices check, to say why
@@ -353,7 +346,14 @@ class EngineerSFTConfig(TrainingCommon):
 
 
 @dataclass
-class EngineerGRPOConfig(TrainingCommon):
+@adjust(defaults={"concurrency": 6})
+class PatchRuns(RunControls, EpisodeWall, Isolation):
+    """How the engineer GRPO's patch runs go (jitlab.train.engineer.PatchEvaluator): episodes at once, retries, the
+    wall budget of each episode, the spend caps of all of them together, isolation."""
+
+
+@dataclass
+class EngineerGRPOConfig(TrainingCommon, PatchRuns):
     """Engineer GRPO: K patches sampled per packet, reward = Δ success of the patched harness on the packet's batch
     (validated and re-run in the sandbox as the engineer loop does); TRL normalises the rewards within each group."""
     data: str = field(default="", metadata={"help": "folder written by `jitlab train engineer data` (packets.jsonl)",
@@ -377,10 +377,6 @@ class EngineerGRPOConfig(TrainingCommon):
     epsilon: float = field(default=0.2, metadata={"help": "PPO clip range", "min_exclusive": 0})
     invalid_reward: float = field(default=-1.0, metadata={"help": "reward of a patch that fails validation (<= -1, "
                                                                   "the lowest Δ: never above a valid patch)", "max": -1})
-    allow_unisolated: bool = field(default=False, metadata={"help": "run patches without bubblewrap when it is "
-                                                                    "unavailable (recorded)"})
-    concurrency: int = field(default=6, metadata={"help": "episodes of a batch re-run at once; the hf engine batches "
-                                                          "their calls", "min": 1, **WORKERS_MAX})
 
     def __post_init__(self):
         super().__post_init__()

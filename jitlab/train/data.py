@@ -53,7 +53,7 @@ from jitlab.jit.generate.base import resolved
 from jitlab.jit.generate.blocks import format_blocks
 from jitlab.jit.generate.plan import plan_files, plan_of, plan_text
 from jitlab.jit.repair import RepairConfig, validate_files
-from jitlab.store import load
+from jitlab.store import Status, load
 from jitlab.train.common import policy_generator
 from jitlab.train.config import Stage1DataConfig
 from jitlab.train.records import file_sha256, versions, write_json, write_jsonl
@@ -127,7 +127,7 @@ def _frames_evidence(run_dir: Path) -> tuple[list[Evidence], dict]:
                 continue
             out.append(Evidence(files_by_sha[sha], sha, str(row["task_id"]), suite, str(row.get("family") or ""),
                                 float(row.get("reward") or 0.0), float(row.get("cost") or 0.0),
-                                float(row.get("tokens") or 0.0), row["status"] == "harness_error", f"run:{run_dir}"))
+                                float(row.get("tokens") or 0.0), row["status"] == Status.HARNESS_ERROR, f"run:{run_dir}"))
     finally:
         if bank is not None:
             bank.close()

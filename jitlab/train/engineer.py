@@ -49,18 +49,20 @@ from jitlab.errors import ConfigError
 from jitlab.harness import resolve
 from jitlab.jit.repair import dev_task_for
 from jitlab.llm.hf import load_base
+from jitlab.run_options import EpisodeOptions, derive, option_names
 from jitlab.train import common
 from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
-from jitlab.train.config import EngineerDataConfig, EngineerGRPOConfig, EngineerSFTConfig
+from jitlab.train.config import EngineerDataConfig, EngineerGRPOConfig, EngineerSFTConfig, PatchRuns
 from jitlab.train.evo import signal_share
 from jitlab.train.records import file_sha256, read_jsonl, write_json, write_jsonl
 from jitlab.train.stage3 import completion_text, generation_rows, grpo_trainer, policy_chain
 
 __all__ = ["PatchEvaluator", "build_engineer_data", "patch_reward", "run_engineer_grpo", "run_engineer_sft"]
 
-# the loop settings a packet's re-run needs (jitlab.engineer.loop.EngineerConfig fields)
-_RUN_FIELDS = ("suite", "harness", "backbone", "backbone_options", "split", "family", "seed", "max_steps", "max_tokens",
-               "smoke_steps", "allow_unisolated", "cache")
+# the loop settings a packet's re-run needs (jitlab.engineer.loop.EngineerConfig fields): what it ran and the episode
+# options it ran under
+_RUN_FIELDS = ("suite", "harness", "backbone", "backbone_options", "split", "family", "smoke_steps",
+               *option_names(EpisodeOptions))
 
 
 def _completion(patch: str) -> list[dict]:
@@ -170,11 +172,14 @@ def run_engineer_sft(cfg: EngineerSFTConfig, out: str | Path) -> dict:
 
 
 class PatchEvaluator:
-    """Score a patch on a packet as the engineer loop scores a candidate (module docstring); ``out`` holds the runs."""
+    """Score a patch on a packet as the engineer loop scores a candidate (module docstring); ``out`` holds the runs.
+    ``controls`` (jitlab.train.config.PatchRuns, e.g. the EngineerGRPOConfig) sets how its runs go: concurrency,
+    retries, the wall budget of each episode, the spend caps of all of them together, isolation."""
 
-    def __init__(self, packets: list[dict], out: Path, allow_unisolated: bool = False, concurrency: int = 6):
+    def __init__(self, packets: list[dict], out: Path, controls=None):
         self.packets = {p["packet_id"]: p for p in packets}
-        self.out, self.allow_unisolated, self.concurrency = Path(out), allow_unisolated, concurrency
+        self.out, self.controls = Path(out), controls if controls is not None else PatchRuns()
+        self.spend = self.controls.command_spend(self.out)
         self._ctx: dict[str, tuple] = {}
 
     def context(self, packet_id: str) -> tuple:
@@ -182,8 +187,9 @@ class PatchEvaluator:
         if packet_id not in self._ctx:
             p = self.packets[packet_id]
             run = dict(p["run"])
-            run["allow_unisolated"] = run.get("allow_unisolated") or self.allow_unisolated
-            cfg = EngineerConfig(**run, out=str(self.out), concurrency=self.concurrency, quiet=True)
+            run["allow_unisolated"] = run.get("allow_unisolated") or self.controls.allow_unisolated
+            run.pop("max_wall_s", None)   # the evaluator's own: the reference and every patch run under it
+            cfg = derive(EngineerConfig, self.controls, **run, out=str(self.out), quiet=True)
             suite = get_suite(cfg.suite)
             split = suite.tasks(cfg.split, cfg.family)
             at = {t.id: i for i, t in enumerate(split)}
@@ -198,7 +204,7 @@ class PatchEvaluator:
             base = resolve(cfg.harness)
             folder = base if not p["parent_patch"] else apply_patch(base, p["parent_patch"],
                                                                     self.out / "patches" / f"parent-{packet_id}")
-            reference = run_batch(cfg, folder, tasks, self.out / "runs" / packet_id / "base")
+            reference = run_batch(cfg, folder, tasks, self.out / "runs" / packet_id / "base", spend=self.spend)
             self._ctx[packet_id] = (cfg, base, tasks, suite, dev_task_for(suite, tasks[0]), reference)
         return self._ctx[packet_id]
 
@@ -206,7 +212,7 @@ class PatchEvaluator:
         """The candidate record (sha, validation, delta, ...) of patch ``text`` on packet ``packet_id``."""
         cfg, base, tasks, suite, dev_task, reference = self.context(packet_id)
         record, _ = evaluate_patch(cfg, base, text, tasks, reference, suite, dev_task, self.out,
-                                   lambda sha: self.out / "runs" / packet_id / sha[:12])
+                                   lambda sha: self.out / "runs" / packet_id / sha[:12], spend=self.spend)
         return record
 
 
@@ -251,7 +257,7 @@ def run_engineer_grpo(cfg: EngineerGRPOConfig, out: str | Path) -> dict:
     manifest = open_run(out, "engineer_grpo", fingerprint(cfg, hashes), {
         "config": asdict(cfg), "base": base, "below": [str(b) for b in below],
         "packets": [p["packet_id"] for p in packets]})
-    evaluator = PatchEvaluator(packets, out, cfg.allow_unisolated, cfg.concurrency)
+    evaluator = PatchEvaluator(packets, out, cfg)
     log_path = out / "completions.jsonl"
     logged = read_jsonl(log_path) if log_path.is_file() else []
 

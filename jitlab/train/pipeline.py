@@ -44,6 +44,7 @@ from jitlab.errors import ConfigError
 from jitlab.experiments import run_grid, seed_harnesses
 from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.jit.inference import JITConfig, run_jit
+from jitlab.run_options import Isolation
 from jitlab.runner import RunConfig
 from jitlab.train.config import (
     FORMATS,
@@ -72,7 +73,7 @@ POLICIES = ("base", "stage1", "stage2", "stage3")
 
 
 @dataclass
-class PipelineConfig:
+class PipelineConfig(Isolation):
     """Seed baselines -> Stage I data -> Stage I -> Stage II data -> Stage II -> Stage III -> evaluations -> figures."""
     suite: str = field(default="textworld", metadata={"help": "suite the data, Stage III and the evaluations use",
                                                       "nonempty": True})
@@ -113,8 +114,6 @@ class PipelineConfig:
                                                                "(their calls batch in the hf engine)", "min": 1, **WORKERS_MAX})
     eval_options: dict = field(default_factory=dict, metadata={"help": "JITConfig fields of the evaluations, e.g. "
                                                                        "{max_steps: 10, retrieval: bm25}"})
-    allow_unisolated: bool = field(default=False, metadata={"help": "run harnesses without bubblewrap when it is "
-                                                                    "unavailable (recorded)"})
     threads: int | None = field(default=None, metadata={"help": "torch CPU threads of every training stage", "min": 1})
 
     def __post_init__(self):

@@ -56,9 +56,8 @@ from jitlab.llm import get_backbone
 from jitlab.llm.adapters import adapter_chain, is_adapter_dir, load_adapter
 from jitlab.llm.cache import default_cache
 from jitlab.llm.hf import load_base
-from jitlab.runner import drive_episode
-from jitlab.runtime import Budget, LLMHandle
-from jitlab.sandbox import SandboxedAgent
+from jitlab.runner import sandboxed_episode
+from jitlab.runtime import Budget, LLMHandle, SpendCapReached
 from jitlab.train import common
 from jitlab.train.common import fingerprint, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import Stage3Config
@@ -87,6 +86,11 @@ class PlanEvaluator:
         self.files: dict[str, dict] = {}
         self.hits = self.misses = 0
         self._lock = threading.Lock()
+        # the caps bound the whole stage: every validation and episode, counted with what the cached evaluations spent
+        self.spend = cfg.command_spend(workdir)
+        if self.spend is not None:
+            self.spend.add(sum(float(o.get("cost") or 0) for o in self.cache.values()),
+                           sum(int((o.get("meta") or {}).get("tokens") or 0) for o in self.cache.values()))
 
     def plan(self, text: str, task, nearest: dict | None = None) -> Outcome:
         """Validate and run a sampled completion: a plan, or (``cfg.format`` code) harness files as ``<file name=...>``
@@ -107,7 +111,12 @@ class PlanEvaluator:
                 self.hits += 1
                 return Outcome(**{**self.cache[key], "meta": {**self.cache[key]["meta"], "cache_hit": True}})
             self.misses += 1
+        if self.spend is not None:
+            self.spend.check()   # SpendCapReached: no new evaluation once a cap is reached
         out = self._run(files, sha, task)
+        if self.spend is not None and self.spend.stopped:   # cut short by the cap: not a result, never cached
+            raise SpendCapReached(f"{self.workdir}: {self.spend.stopped}; rerun with a higher --set max_cost / "
+                                  "max_tokens_total to resume")
         with self._lock:
             self.cache[key] = vars(out)
             write_json(self.cache_path, self.cache)
@@ -116,17 +125,18 @@ class PlanEvaluator:
     def _run(self, files: dict, sha: str, task) -> Outcome:
         cfg = self.cfg
         config = RepairConfig(max_rounds=0, smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated)
-        select = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="select")
+        select = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="select",
+                           spend=self.spend)
         check = validate_files(files, dev_task_for(self.suite, task), self.suite, select, config,
                                self.workdir / "validate")
         meta = {"sha": sha, "parsed": True, "kind": (check.diagnostic or {}).get("kind")}
         if not check.ok:
             return Outcome(False, meta=meta)
         folder = write_harness(files, self.workdir / "harnesses" / sha)
-        llm = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="execute")
-        budget = Budget(max_steps=cfg.episode_steps)
-        result = drive_episode(self.suite, task, lambda env: SandboxedAgent(folder, llm, config.sandbox()), llm,
-                               budget, cfg.seed)
+        llm = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="execute",
+                        spend=self.spend)
+        budget = Budget(max_steps=cfg.episode_steps, max_wall_s=cfg.max_wall_s)
+        result, _ = sandboxed_episode(self.suite, task, folder, llm, budget, cfg.seed, config.sandbox())
         latency = llm.calls if cfg.latency_proxy == "calls" else llm.completion_tokens
         meta.update(status=result.status, success=result.success, tokens=llm.tokens, calls=llm.calls,
                     tool_calls=result.tool_calls, wall_s=round(result.wall_s, 3))

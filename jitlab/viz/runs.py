@@ -24,7 +24,7 @@ from jitlab.errors import ConfigError, HarnessError
 from jitlab.harness import read_files
 from jitlab.jit.generate.library import SPACE, case_study_mechanisms, modules_of, option
 from jitlab.jit.record import read_jit_record
-from jitlab.store import load, summarize
+from jitlab.store import Status, load, summarize
 from jitlab.viz.anatomy import anatomy
 from jitlab.viz.dash.data import harness_diff as _diff
 from jitlab.viz.dash.data import harness_folder, is_seed, reference_files
@@ -107,7 +107,7 @@ def diagnostics(rec: dict, only_problems: bool = False):
     message (parsed from JSON). ``only_problems``: attempts whose status is not ``ok``."""
     eps = rec["episodes"].copy()
     if only_problems:
-        eps = eps[eps["status"] != "ok"]
+        eps = eps[eps["status"] != Status.OK]
     diag = [_json(d, {}) for d in eps["diagnostic"]]
     for key in ("kind", "file", "message"):
         eps[f"diag_{key}"] = [d.get(key) if isinstance(d, dict) else None for d in diag]

@@ -155,7 +155,7 @@ def test_streaming_does_not_rerun_a_harness_that_failed_on_the_family(tmp_path, 
 
 def test_bank_update_lost_to_a_crash_is_replayed_on_resume(tmp_path, monkeypatch):
     from jitlab.jit import inference as jit
-    original = jit._JIT._bank_update
+    original = jit.JITEngine._bank_update
     calls = {"n": 0}
 
     def crash_after_recording(self, task, rec):
@@ -163,12 +163,12 @@ def test_bank_update_lost_to_a_crash_is_replayed_on_resume(tmp_path, monkeypatch
         if calls["n"] == 2:   # the second task is recorded, then the process "dies" before the bank update
             raise KeyboardInterrupt
         return original(self, task, rec)
-    monkeypatch.setattr(jit._JIT, "_bank_update", crash_after_recording)
+    monkeypatch.setattr(jit.JITEngine, "_bank_update", crash_after_recording)
     with pytest.raises(KeyboardInterrupt):
         run_jit(_cfg(tmp_path / "k", limit=3))
     out = tmp_path / "k"
     assert len({e["task_id"] for e in Bank(out / "bank.sqlite").evaluations()}) == 1
-    monkeypatch.setattr(jit._JIT, "_bank_update", original)
+    monkeypatch.setattr(jit.JITEngine, "_bank_update", original)
     run_jit(_cfg(tmp_path / "k", limit=3))
     bank = Bank(out / "bank.sqlite")
     evals = bank.evaluations()

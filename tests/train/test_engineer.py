@@ -15,7 +15,9 @@ from jitlab.engineer.patches import NOOP_PATCH  # noqa: E402
 from jitlab.engineer.proposer import extract_patch, render_prompt  # noqa: E402
 from jitlab.engineer.rules import rule_patch  # noqa: E402
 from jitlab.errors import ConfigError  # noqa: E402
-from jitlab.train.config import EngineerDataConfig  # noqa: E402
+from jitlab.runtime import SpendCapReached  # noqa: E402
+from jitlab.store import load  # noqa: E402
+from jitlab.train.config import EngineerDataConfig, PatchRuns  # noqa: E402
 from jitlab.train.engineer import PatchEvaluator, build_engineer_data, patch_reward  # noqa: E402
 from jitlab.train.records import read_jsonl  # noqa: E402
 
@@ -108,3 +110,23 @@ def test_cli_input_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "empty" / "packets.jsonl").write_text("")
     assert main(["train", "engineer", "grpo", "--set", f"data={tmp_path / 'empty'}", "--out", str(tmp_path / "g")]) == 2
     assert "holds no row" in capsys.readouterr().err
+
+
+@requires_bwrap
+def test_grpo_patch_runs_take_the_wall_budget_and_stop_at_the_spend_cap(tmp_path):
+    """The engineer GRPO plays episodes: its run controls (jitlab.train.config.PatchRuns) reach every re-run, the
+    wall budget bounds each episode and one RunSpend under its --out caps all of them."""
+    loop = tmp_path / "loop"
+    assert main(["engineer", "run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-first",
+                 "--engineer", "rules", "--batch", "2", "-k", "1", "--no-cache", "--out", str(loop), "--quiet"]) == 0
+    build_engineer_data(EngineerDataConfig(loops=[str(loop)]), tmp_path / "data")
+    packets = read_jsonl(tmp_path / "data" / "packets.jsonl")   # their runs use no replay cache: every call costs
+    pid, patch = packets[0]["packet_id"], rule_patch({"block_after": 1})
+    walled = PatchEvaluator(packets, tmp_path / "walled", PatchRuns(max_wall_s=45.0, concurrency=1, retries=0))
+    assert walled.score(pid, patch)["validation"]["ok"]
+    for db in (tmp_path / "walled").rglob("run.sqlite"):
+        config = load(db.parent)["config"].iloc[0]
+        assert (config["max_wall_s"], config["seed"]) == (45.0, packets[0]["run"]["seed"])
+    capped = PatchEvaluator(packets, tmp_path / "capped", PatchRuns(max_tokens_total=1))
+    with pytest.raises(SpendCapReached, match="max-tokens-total"):
+        capped.score(pid, patch)

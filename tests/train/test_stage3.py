@@ -96,3 +96,31 @@ def test_micro_batch_must_split_the_group_and_sets_trls_batch_fields():
                           **grpo_batching(cfg))
         assert args.per_device_train_batch_size == (micro or 4)
         assert args.generation_batch_size == 12                    # the same 3 groups per optimizer step
+
+
+def test_the_spend_caps_bound_every_evaluation_and_a_capped_one_is_never_cached(tmp_path):
+    """Stage III plays episodes: its caps (jitlab/run_options.py) count every validation and episode, with what the
+    cached evaluations spent, and its wall budget bounds each episode."""
+    from jitlab.envs.base import get_suite
+    from jitlab.llm import get_backbone
+    from jitlab.runtime import SpendCapReached
+    from jitlab.sandbox import probe
+    from jitlab.train.stage3 import PlanEvaluator
+    suite = get_suite("toy")
+    task = suite.tasks("dev")[0]
+
+    def evaluator(**kw):
+        cfg = Stage3Config(suite="toy", executor="scripted:pick-first", episode_steps=3, smoke_steps=1,
+                           allow_unisolated=not probe()[0], **kw)
+        return PlanEvaluator(suite, get_backbone(cfg.executor), cfg, tmp_path, None)
+    first = evaluator(max_wall_s=60.0).plan(REACT, task)          # no replay cache: every call costs
+    assert first.valid and first.cost > 0 and first.meta["tokens"] > 0
+    capped = evaluator(max_tokens_total=first.meta["tokens"])     # the cached evaluation already spent that much
+    assert capped.spend.tokens == first.meta["tokens"]
+    assert capped.plan(REACT, task).meta["cache_hit"]             # a cached evaluation costs nothing more
+    other = REACT.replace("FullHistory", "PeriodicSummaryMemory")
+    with pytest.raises(SpendCapReached, match="max-tokens-total"):
+        capped.plan(other, task)
+    assert len(capped.cache) == 1                                 # nothing capped was cached
+    outcome = evaluator(max_wall_s=1e-6).plan(other, task)
+    assert outcome.valid and outcome.meta["status"] == "budget"   # the wall budget bounds each episode

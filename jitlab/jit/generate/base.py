@@ -28,6 +28,7 @@ import yaml
 
 from jitlab.errors import UnknownName
 from jitlab.harness import harness_sha
+from jitlab.plumbing import load_entry
 
 __all__ = [
     "GENERATORS",
@@ -176,12 +177,10 @@ def get_generator(name: str, backbone_handle=None, **config) -> Generator:
     """``compose``, ``code:<backbone>``, ``plan:<backbone>`` or ``package.module:factory``. ``backbone_handle``
     (an LLMHandle) is the default handle for generate/repair calls; ``config`` sets fields of the generator's config
     dataclass."""
-    import importlib
     kind, _, rest = name.partition(":")
     if kind in ("code", "plan") and not rest:
         kind = ""
     target = GENERATORS.get(kind) or (name if "." in kind and rest else None)
     if target is None:
         raise UnknownName("generator", name, [k + ":<backbone>" if k in ("code", "plan") else k for k in GENERATORS])
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)(name, backbone_handle, **config)
+    return load_entry(target)(name, backbone_handle, **config)

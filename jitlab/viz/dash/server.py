@@ -12,12 +12,12 @@ do, in place of its view (the other runs still show); the same line is printed o
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from pathlib import Path
 
 from jitlab.errors import ConfigError, JitlabError, StorageError
 from jitlab.fields import check_number
+from jitlab.plumbing import free_port  # re-exported: the dashboard's port
 from jitlab.store import load
 
 __all__ = ["app", "serve", "free_port", "main"]
@@ -52,12 +52,6 @@ def _or_error(build, name: str = "error"):
         print(f"jitlab dash: error: {exc}", file=sys.stderr, flush=True)
         return pn.pane.Alert(f"**jitlab dash cannot show this run.** {exc}", alert_type="danger",
                              name=name, sizing_mode="stretch_width")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def serve(run_dirs, port: int = 0, show: bool = True, live: bool = False, poll_s: float = 2.0,

@@ -1,0 +1,60 @@
+"""Small system helpers every layer shares, each written once: a free local port, a file (with its SQLite side
+files) moved aside, and an object named by a dotted registry path.
+
+Use::
+
+    port = free_port()                                   # a port no server here listens on now
+    target = set_aside(path)                             # dir/name.<timestamp>.ext beside it, -wal/-shm too
+    target = set_aside(path, "{name}.corrupt-{stamp}")   # the name the caller's readers look for
+    factory = load_entry("jitlab.envs.toy:ToySuite")     # "package.module:attribute"
+
+Caveats: a free port is free when asked; a server that binds it later may lose it to another process (the caller
+retries or reports it). ``set_aside`` never overwrites: a name already taken gets ``-1``, ``-2``, ... before the
+suffix. It imports no other jitlab module, so the families below the core can use it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import time
+from pathlib import Path
+
+__all__ = ["SQLITE_SIDE_FILES", "free_port", "load_entry", "set_aside"]
+
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on now (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def set_aside(path: str | Path, pattern: str = "{stem}.{stamp}{suffix}") -> Path | None:
+    """Move ``path`` and its SQLite side files (``-wal``, ``-shm``, ``-journal``) to a new name beside it, so a fresh
+    file can take its place and the old one is kept. ``pattern`` makes the new name from ``name``, ``stem``,
+    ``suffix`` and ``stamp`` (``%Y%m%d-%H%M%S``). Returns the new path; None when nothing was at ``path``."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(pattern.format(name=path.name, stem=path.stem, suffix=path.suffix, stamp=stamp))
+    n = 1
+    while target.exists():  # two set asides within a second: never overwrite the first
+        target = path.with_name(pattern.format(name=path.name, stem=path.stem, suffix=path.suffix, stamp=f"{stamp}-{n}"))
+        n += 1
+    os.replace(path, target)
+    for side in SQLITE_SIDE_FILES:
+        if Path(f"{path}{side}").exists():
+            os.replace(f"{path}{side}", f"{target}{side}")
+    return target
+
+
+def load_entry(target: str):
+    """The object a registry entry ``package.module:attribute`` names (ImportError, AttributeError when it is not
+    there)."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
