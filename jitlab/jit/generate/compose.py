@@ -17,7 +17,8 @@ Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by c
                roles with the best-fitting options are filled first, so their couplings bind the rest
     sample     like score, but options are sampled (Gumbel noise on scores / temperature) and so is the
                order the roles are filled in
-    copy       reuse the top reference as is (when it already solved similar tasks)
+    copy       reuse the top reference as is (when it already solved similar tasks), unless it carries an option that
+               does not fit the task: then those roles are re-picked and the rest kept (``_refit``)
     mutate     the top reference with one parameter perturbed or one role re-picked among the options that keep its
                partner pairs, ranked with the bank's rewards, never one the evaluations on record saw only fail (nor,
                with the bank as the record, one doing worse there than the current option), and never in a role
@@ -36,6 +37,13 @@ toward the mechanisms that worked. The record those rewards and the "seen only f
 references, or, when ``generate`` is given ``evidence`` (``jitlab jit --option-evidence bank``), every evaluated
 entry of the bank, and a mutation then re-picks a role only toward an option untried there or doing at least as well
 there as the role's current one: a mechanism that failed on an earlier task unlike this one is not re-tried here.
+
+The fit rule (``library.misfit``, issue 42) holds on every strategy: an option that needs a tool the task does not
+give is never offered, and one that a reference (copy), a parent (mutate, crossover; refitted before they are changed)
+or a repair would carry is re-picked to the best-ranked option that fits (``_refit``, which every rendered candidate
+goes through); ``meta["refused"]`` lists each refusal (role, option, why, what replaced it). With the references and
+the evidence read per kind of task (``jitlab.jit.kind``, the loop does), a text game's design reaches a SQL task only
+when retrieval is told nothing of kinds; the rule keeps it off then too.
 
 Caveats: scores are summed log-likelihoods of short labels (not length-normalised); with a small
 model they are a weak preference, which is why validation and the bank's evaluations do the rest.
