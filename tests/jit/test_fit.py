@@ -183,9 +183,10 @@ def test_a_kind_is_the_tool_signature_never_the_suite_family_or_id():
 
 
 def test_the_fit_rule_reads_only_the_tools_the_task_gives():
-    for path in (LIKELIHOOD, INTERVENTION, REALISATION):
-        assert misfit(path, GAME) is None and misfit(path, GRID) is None
-        assert "needs the tool act" in misfit(path, SQL)
+    assert misfit(LIKELIHOOD, GAME) is None and misfit(LIKELIHOOD, GRID) is None
+    assert "needs the tool act" in misfit(LIKELIHOOD, SQL)
+    # the realisation and intervention hooks declare no need: without act they pass every action through (a no-op)
+    assert misfit(INTERVENTION, SQL) is None and misfit(REALISATION, SQL) is None
     assert misfit(SQL_ACTION, SQL) is None and "execute_sql, commit_answer" in misfit(SQL_ACTION, GAME)
     assert misfit("jitlab.modules.basic:ReActAction", SQL) is None       # no declared need: fits anything
     renamed = {**SQL, "suite": "textworld", "family": "coin_collector", "id": "tw-0"}
@@ -194,28 +195,29 @@ def test_the_fit_rule_reads_only_the_tools_the_task_gives():
     assert variant_misfit("sql", GAME) and variant_misfit("choose", SQL) and variant_misfit("react", SQL) is None
     assert variant_misfit("sql", SQL) is None and variant_misfit("choose", GAME) is None
     game = choices_of(_game_design())
-    assert set(misfits(game, SQL)) == {"A", "H", "prompt"} and misfits(game, GAME) == {}
+    assert set(misfits(game, SQL)) == {"A", "prompt"} and misfits(game, GAME) == {}
 
 
 # -- compose: each path refuses what does not fit ----------------------------------------------------------------
 def test_compose_from_scratch_never_offers_an_option_the_task_cannot_use():
-    """A backbone that wants the likelihood action and the intervention hooks gets neither on a SQL task, in the
-    greedy pick and in every sample; the same backbone gets both on the text game."""
-    likes = Likes("likelihood", "intervention", "realisation")
+    """A backbone that wants the likelihood action (and its choose prompt) gets neither on a SQL task, in the greedy
+    pick and in every sample; the same backbone gets it on the text game."""
+    likes = Likes("likelihood", "choose")
     gen = ComposeGenerator(likes, ComposeConfig(strategy="score"))
-    sql = choices_of(gen.generate(SQL, [], index=0).files)
-    assert sql["A"].path == SQL_ACTION and sql["H"].path not in (INTERVENTION, REALISATION)
+    sql = gen.generate(SQL, [], index=0)
+    assert choices_of(sql.files)["A"].path == SQL_ACTION and _fits(sql.files, SQL)
     sampled = ComposeGenerator(likes, ComposeConfig(strategy="sample"))
     for i in range(12):
-        assert _fits(sampled.generate({**SQL, "id": f"s{i}"}, [], index=i).files, SQL)
-    game = choices_of(gen.generate(GAME, [], index=0).files)
-    assert game["A"].path == LIKELIHOOD and game["H"].path in (INTERVENTION, REALISATION)
+        cand = sampled.generate({**SQL, "id": f"s{i}"}, [], index=i)
+        assert _fits(cand.files, SQL) and "refused" not in cand.meta    # never offered, so nothing to refuse
+    assert choices_of(gen.generate(GAME, [], index=0).files)["A"].path == LIKELIHOOD
 
 
 def test_copy_refuses_a_reference_that_does_not_fit_and_refits_it():
     """Issue 42 (mixed stream): the bank's text-game entries were copied onto other tasks unchanged. A top reference
-    that solved everything is still not copied onto a SQL task as is: its likelihood action, hooks and prompt are
-    refused and re-picked (the rest of its design kept); onto another text game it is copied unchanged."""
+    that solved everything is still not copied onto a SQL task as is: its likelihood action is refused and re-picked
+    (the rest of its design kept; the SQL action brings its own prompt); onto another text game it is copied
+    unchanged."""
     files = _game_design()
     gen = ComposeGenerator(Likes("likelihood", "intervention"), ComposeConfig(strategy="copy"))
     same = gen.generate(GAME, [_ref(files, "a")], index=0)
@@ -223,7 +225,7 @@ def test_copy_refuses_a_reference_that_does_not_fit_and_refits_it():
     cand = gen.generate(SQL, [_ref(files, "a")], index=0)
     assert cand.files != files and _fits(cand.files, SQL)
     refused = {r["role"]: r for r in cand.meta["refused"]}
-    assert set(refused) >= {"A", "H"} and refused["A"]["option"] == "LikelihoodAction"
+    assert set(refused) == {"A"} and refused["A"]["option"] == "LikelihoodAction"
     assert "needs the tool act" in refused["A"]["why"] and refused["A"]["now"] == SQL_ACTION
     mine = choices_of(cand.files)
     assert mine["A"].path == SQL_ACTION and mine["M"].path == choices_of(files)["M"].path    # the rest is kept
@@ -232,15 +234,15 @@ def test_copy_refuses_a_reference_that_does_not_fit_and_refits_it():
 
 def test_mutate_and_crossover_refit_a_parent_that_does_not_fit():
     """Issue 42 (mixed stream): DBBench tasks got mutations of the text game's design that kept its likelihood action
-    and intervention hooks (0 backbone calls, 15 steps without a statement). A mutation or a crossover of such parents
-    is refitted to the task first, whichever role the mutation then moves."""
+    (0 backbone calls, 15 steps without a statement). A mutation or a crossover of such parents is refitted to the
+    task first, whichever role the mutation then moves."""
     game, other = _game_design(), _game_design({**GAME, "description": GAME["description"] + " Go north or east."})
     for strategy in ("mutate", "crossover"):
         gen = ComposeGenerator(Likes("likelihood", "intervention"), ComposeConfig(strategy=strategy, mutate_params=0.0))
         for i in range(16):
             cand = gen.generate({**SQL, "id": f"q{i}"}, [_ref(game, "a", 0.5), _ref(other, "b", 0.5)], index=0)
             assert _fits(cand.files, SQL), (strategy, cand.meta["note"])
-            assert {"A", "H"} <= {r["role"] for r in cand.meta["refused"]}
+            assert "A" in {r["role"] for r in cand.meta["refused"]}
             assert choices_of(cand.files)["A"].path == SQL_ACTION
         # on the kind of task the parents were made for, nothing is refused
         assert "refused" not in gen.generate(GAME, [_ref(game, "a", 0.5), _ref(other, "b", 0.5)], index=0).meta
@@ -269,7 +271,8 @@ def test_a_plan_naming_an_option_that_does_not_fit_is_a_parse_error_for_repair()
         check_plan(LIKELIHOOD_PLAN, SQL)
     except PlanError as exc:
         assert exc.kind == "parse_error" and "does not fit this task" in str(exc)
-        assert "A (action.py): LikelihoodAction needs the tool act" in str(exc) and "H (hooks.py)" in str(exc)
+        assert "A (action.py): LikelihoodAction needs the tool act" in str(exc)
+        assert "prompt (prompt.yaml): the 'choose' prompt is written for LikelihoodAction" in str(exc)
     else:
         raise AssertionError("a plan with a likelihood action was accepted for a SQL task")
     reply = json.dumps(LIKELIHOOD_PLAN)
@@ -373,8 +376,8 @@ def _ran(out) -> list[tuple[dict, dict, dict]]:
 
 def test_a_mixed_stream_runs_a_fitting_harness_on_every_task_and_reads_evidence_per_kind(tmp_path, monkeypatch):
     """A streaming compose JIT over chains, SQL tasks and grid chains: every harness that ran fits its task (the SQL
-    tasks never run a likelihood action or the hooks that need ``act``), and no task's references carry a record made
-    only on another kind of task."""
+    tasks never run a likelihood action), and no task's references carry a record made only on another kind of
+    task."""
     out = run_jit(_mixed_cfg(tmp_path / "mix", monkeypatch))
     ran = _ran(out)
     assert [t["family"] for t, _, _ in ran] == ["chain", "query", "grid"] * 2
@@ -395,7 +398,7 @@ def test_a_mixed_stream_runs_a_fitting_harness_on_every_task_and_reads_evidence_
 def test_without_kinds_the_copied_game_design_is_refused_on_the_sql_task(tmp_path, monkeypatch):
     """The fit rule holds on its own: with the kind scoping switched off (every evaluation read for every task, as
     before issue 42), the SQL task retrieves the game design that solved the first chain and compose copies or
-    mutates it, and the likelihood action and hooks are refused (recorded per candidate) before anything runs."""
+    mutates it, and its likelihood action is refused (recorded per candidate) before anything runs."""
     import jitlab.jit.loop as loop
     monkeypatch.setattr(loop, "task_kind", lambda task: None)
     out = run_jit(_mixed_cfg(tmp_path / "nokind", monkeypatch, limit=2))
@@ -403,7 +406,7 @@ def test_without_kinds_the_copied_game_design_is_refused_on_the_sql_task(tmp_pat
     assert g_choices["A"].path == LIKELIHOOD and g_extra["harness_dir"].split("/")[1] in s_extra["references"]
     cands = s_extra["jit"]["candidates"]
     assert cands[0]["strategy"] in ("copy", "mutate") and cands[0]["modules"]["A"] == SQL_ACTION
-    assert {"A", "H"} <= {r["role"] for r in cands[0]["refused"]}
+    assert "A" in {r["role"] for r in cands[0]["refused"]}
     assert misfits(s_choices, sql) == {} and s_choices["A"].path == SQL_ACTION
 
 

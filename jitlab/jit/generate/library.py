@@ -40,8 +40,8 @@ is the prompt variant an option renders with (LikelihoodAction's scoring prompt 
 variants' templates name ``candidates``, which it does not pass), set by compose whenever the option is chosen.
 
 The fit rule (issue 42), said once here and applied on every generator path: ``misfit(path, task)`` says why an option
-does not fit a task (a tool it needs that the task does not give: LikelihoodAction and the realisation and intervention
-hooks need the one-command tool ``act``, SqlAction ``execute_sql`` and ``commit_answer``), ``variant_misfit`` the same
+does not fit a task (a tool it needs that the task does not give: LikelihoodAction needs the one-command tool ``act``,
+SqlAction ``execute_sql`` and ``commit_answer``), ``variant_misfit`` the same
 for a prompt variant written for such an option, and ``misfits(choices, task)`` for a whole harness (a file of its own
 by the library class it derives from). Compose never offers an option that misfits and re-picks one a reference, a
 mutation, a crossover or a repair would carry (``ComposeGenerator._refit``); a plan naming one is a parse error; a
@@ -131,10 +131,12 @@ _PRIOR_PLANNERS = ("jitlab.modules.grounding:GroundedPlanner", "jitlab.modules.n
 # them (dev split: EgocentricPlanner under ReasoningGraphMemory only ever scanned, 0/5 where FullHistory gave 5/5)
 _PLAIN_MEMORY = ("jitlab.modules.basic:FullHistory",)
 _TEXT_GAME = ("admissible", "command", "commands", "room", "rooms", "game", "take", "open", "go", "north", "east")
-# the one-command tool whose admissible candidates an option chooses among or maps a reply onto: without it the
-# likelihood action can only send 'look' (DBBench test stream: a mutation put it beside execute_sql, which got 'look'
-# 15 times) and the realisation and intervention hooks pass every action through untouched (issue 42: a mixed
-# stream's DBBench tasks kept a text game's likelihood action and intervention hooks and made 0 backbone calls)
+# the one-command tool whose admissible candidates the likelihood action chooses among: without it it can only send
+# 'look' without calling the backbone (DBBench test stream: a mutation put it beside execute_sql, which got 'look' 15
+# times; issue 42: a mixed stream's DBBench tasks kept a text game's likelihood action and made 0 backbone calls).
+# The realisation and intervention hooks declare no such need: without a command tool they pass every action
+# through untouched (a no-op, never a harm), and the single-suite DBBench stream's designs carry them (46 of 50
+# tasks of small-model-keep/db-test-jit-stream-keep), which refusing them would change for no change in behaviour
 _COMMAND_TOOL = ("act",)
 # the small-model mechanisms' declared fits (each module's docstring says why, under "Couplings")
 FITS = {
@@ -157,8 +159,8 @@ FITS = {
                                                        params={"bonus": 8.0}),
     "jitlab.modules.sql:SqlAction": Fit(tools=("execute_sql", "commit_answer"),
                                         words=("sql", "table", "columns", "database", "query"), prompt="sql"),
-    "jitlab.modules.realisation:RealisationHooks": Fit(tools=_COMMAND_TOOL, words=("admissible", "command", "commands")),
-    "jitlab.modules.hooks:InterventionHooks": Fit(tools=_COMMAND_TOOL, words=("admissible", "command", "commands"),
+    "jitlab.modules.realisation:RealisationHooks": Fit(words=("admissible", "command", "commands")),
+    "jitlab.modules.hooks:InterventionHooks": Fit(words=("admissible", "command", "commands"),
                                                   params={"normalise": True, "rerank": "untried"}),
     "jitlab.modules.hooks:RuleHooks": Fit(params={"block_after": 1, "correct_invalid": True, "loop_after": 3}),
 }
