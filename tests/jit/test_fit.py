@@ -435,3 +435,25 @@ def test_leaving_out_a_misfitting_prompt_variant_draws_the_same_sampling_noise()
     for _ in prompt_variants():
         rng_b.random()
     assert rng_a.random() == rng_b.random()
+
+
+def test_a_design_that_failed_on_a_kind_is_avoided_on_that_kind_only(tmp_path):
+    """The novelty rules' record of failures (``_JIT._failed_on_family``) reads the task's kind: a design that failed
+    on two SQL tasks is avoided on the next SQL task, and not on a text game whose family bears the same name (as
+    DBBench's ``other`` might another suite's)."""
+    from types import SimpleNamespace
+
+    from jitlab.jit.loop import _JIT
+    sqls = MixedToySuite().tasks("test", "query")
+    game = MixedToySuite().tasks("test", "chain")[0]
+    namesake = TaskSpec(id="chain-x", suite="other-suite", family="query", split="test", description=game.description,
+                        tools=[ACT], max_steps=8, data=game.data)
+    bank, shas = _bank_with(tmp_path, [("loser", _plain_design(), sqls[0], 0.0), ("loser", _plain_design(), sqls[1], 0.0)])
+    jit = SimpleNamespace(bank=bank, cfg=SimpleNamespace(avoid_after=2))
+    assert [e.sha for e in _JIT._failed_on_family(jit, sqls[2])] == [shas["loser"]]
+    assert _JIT._failed_on_family(jit, namesake) == []
+    bank.update(shas["loser"], [Evaluation.for_task(namesake, success=True, reward=1.0, run_dir=".")])
+    # a win on a text game does not clear the SQL record, and the SQL record does not blame it on the game
+    assert [e.sha for e in _JIT._failed_on_family(jit, sqls[2])] == [shas["loser"]]
+    assert _JIT._failed_on_family(jit, namesake) == []
+    bank.close()
