@@ -21,6 +21,9 @@ What is stored (append-only; each write is one transaction):
   ``bank.sqlite``), so a run directory that is copied, moved or renamed still recognises the evaluations it
   recorded; ``adopt_run_dirs()`` does the same for the absolute dirs that banks written before stored.
 - ``tasks``: task id -> suite, family, TaskSpec description (retrieval matches against these).
+- ``task_kinds``: task id -> the task's kind (``jitlab.jit.kind.task_kind``: its tool signature), recorded with its
+  first evaluation that knows it (``Evaluation.for_task`` does); a bank written before kinds has none until a resumed
+  run records its evaluations again.
 - ``frontier_steps``: one row per ``update`` call: step counter, the harness it was about, whether it
   entered, who dominated it, whom it removed, and the whole frontier after the step (for replay).
 - ``embeddings``: cached sentence embeddings of descriptions, keyed by text hash and model.
@@ -47,7 +50,10 @@ earlier entry. Caveat: harnesses are compared on the tasks each has seen, not on
 Retrieval (``retrieve``): the description of each entry and the tasks it was evaluated on are matched
 against the new task's description, weighted by its reward there (formula: jitlab.jit.retrieval); embeddings
 are cached in the bank. With ``family`` set, only tasks of that family count, and entries evaluated only on
-other families are left out (never-evaluated entries stay eligible).
+other families are left out (never-evaluated entries stay eligible). With ``kind`` set (what the JIT passes: the
+task's tool signature) the same holds per kind, and each entry's aggregates (``entries(kind=...)``) are its means on
+that kind, so a harness that won on a text game is no evidence for a SQL task; a bank whose evaluated tasks are all
+of that kind is read exactly as without it.
 
 A file at ``path`` that is not a jitlab bank (not SQLite, someone else's SQLite database, or failing
 ``PRAGMA integrity_check``) is never written to: it is moved to ``<path>.corrupt-<timestamp>`` with a
@@ -83,6 +89,7 @@ from jitlab.harness import (
     seed_bank_dir,
     seed_names,
 )
+from jitlab.jit.kind import task_kind
 from jitlab.jit.pareto import blockers, dominates, pareto_front
 from jitlab.jit.retrieval import bm25_sims, embedder, embedder_error, score_entries
 from jitlab.plumbing import set_aside
@@ -123,6 +130,7 @@ CREATE TABLE IF NOT EXISTS frontier_steps (
   dominated_by TEXT NOT NULL, removed TEXT NOT NULL, frontier TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS embeddings (
   text_sha TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (text_sha, model));
+CREATE TABLE IF NOT EXISTS task_kinds (task_id TEXT PRIMARY KEY, kind TEXT NOT NULL);
 """
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -165,11 +173,13 @@ class Evaluation:
     run_dir: str = ""
     seed: int = 0
     description: str = ""
+    kind: str = ""          # the task's kind (jitlab.jit.kind.task_kind); "" when not known
 
     @classmethod
     def for_task(cls, spec, **metrics) -> Evaluation:
-        """An evaluation of a ``TaskSpec`` (id, suite, family and description taken from it)."""
-        return cls(task_id=spec.id, suite=spec.suite, family=spec.family, description=spec.description, **metrics)
+        """An evaluation of a ``TaskSpec`` (id, suite, family, description and kind taken from it)."""
+        return cls(task_id=spec.id, suite=spec.suite, family=spec.family, description=spec.description,
+                   kind=task_kind(spec), **metrics)
 
     @classmethod
     def from_episode(cls, row: dict, description: str = "", run_dir: str = "") -> Evaluation:
@@ -428,6 +438,8 @@ class Bank:
             run_dir = self._run_dir(ev.run_dir)
             self.db.execute("INSERT OR IGNORE INTO tasks VALUES (?,?,?,?)",
                             (ev.task_id, ev.suite, ev.family, ev.description))
+            if ev.kind:
+                self.db.execute("INSERT OR IGNORE INTO task_kinds VALUES (?,?)", (ev.task_id, ev.kind))
             if ev.description:
                 self.db.execute("UPDATE tasks SET description=? WHERE task_id=? AND (description IS NULL OR description='')",
                                 (ev.description, ev.task_id))
@@ -570,16 +582,19 @@ class Bank:
 
     # -- reading --------------------------------------------------------------------------------------
     @_locked
-    def entries(self, shas=None) -> list[Entry]:
-        """Entries (all, or those in ``shas``) in order of arrival, with evaluation aggregates."""
+    def entries(self, shas=None, kind: str | None = None) -> list[Entry]:
+        """Entries (all, or those in ``shas``) in order of arrival, with evaluation aggregates; with ``kind`` (a
+        ``jitlab.jit.kind.task_kind``) the aggregates read only the evaluations on tasks of that kind, so an entry
+        evaluated only on other kinds reads as unevaluated."""
         rows = self.db.execute("SELECT seq, sha, name, description, generator, parents, prompt_hash, created "
                                "FROM harnesses ORDER BY seq").fetchall()
         stats = {}
+        where, params = self._kind_scope(kind)
         for row in self.db.execute(
                 "SELECT sha, COUNT(*), AVG(s), AVG(r), AVG(c), AVG(tk), AVG(l), AVG(tc),"
                 " SUM(n), GROUP_CONCAT(DISTINCT family) FROM (SELECT sha, task_id, family, COUNT(*) AS n,"
                 " AVG(success) s, AVG(reward) r, AVG(cost) c, AVG(tokens) tk, AVG(latency) l, AVG(tool_calls) tc"
-                " FROM evaluations GROUP BY sha, task_id) GROUP BY sha"):
+                f" FROM evaluations{' WHERE ' + where if where else ''} GROUP BY sha, task_id) GROUP BY sha", params):
             sha, n_tasks, s, r, c, tk, lat, tc, n, fams = row
             stats[sha] = dict(n_tasks=n_tasks, success_rate=s, mean_reward=r, mean_cost=c, mean_tokens=tk,
                               mean_latency=lat, mean_tool_calls=tc, n_evals=n,
@@ -634,21 +649,25 @@ class Bank:
     # -- retrieval ------------------------------------------------------------------------------------
     @_locked
     def retrieve(self, task_description: str, k: int = 3, family: str | None = None,
-                 method: str | None = None, exclude=()) -> list[Entry]:
+                 method: str | None = None, exclude=(), kind: str | None = None) -> list[Entry]:
         """The ``k`` entries most useful as references for a task (scoring: module docstring). ``method``
-        overrides ``config.retrieval``; each entry's ``why`` says which method and the score's parts."""
+        overrides ``config.retrieval``; each entry's ``why`` says which method and the score's parts. ``kind``
+        (the task's ``jitlab.jit.kind.task_kind``): only evaluations on tasks of that kind count, entries evaluated
+        only on other kinds are left out, and each entry's aggregates are its means on that kind (``entries``)."""
         exclude = set(exclude)
-        entries = [e for e in self.entries() if e.sha not in exclude]
+        entries = [e for e in self.entries(kind=kind) if e.sha not in exclude]
         if not entries:
             return []
+        scope, params = self._kind_scope(kind, "e.task_id")
+        where = [w for w in ("e.family=?" if family else "", scope) if w]
         sql = ("SELECT e.sha, e.task_id, AVG(e.reward), t.description FROM evaluations e JOIN tasks t"
-               " ON t.task_id=e.task_id" + (" WHERE e.family=?" if family else "") + " GROUP BY e.sha, e.task_id")
+               " ON t.task_id=e.task_id" + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY e.sha, e.task_id")
         evaluated: dict[str, list[tuple[str, float]]] = {}
         task_text = {}
-        for sha, task, r, desc in self.db.execute(sql, (family,) if family else ()):
+        for sha, task, r, desc in self.db.execute(sql, ((family,) if family else ()) + params):
             evaluated.setdefault(sha, []).append((task, max(0.0, min(1.0, r or 0.0))))
             task_text[task] = desc or ""
-        if family:
+        if family or scope:
             elsewhere = {r[0] for r in self.db.execute("SELECT DISTINCT sha FROM evaluations")}
             entries = [e for e in entries if e.sha in evaluated or e.sha not in elsewhere]
         texts = [e.description for e in entries] + [task_text[t] for t in task_text]
@@ -658,6 +677,24 @@ class Bank:
         score_entries(entries, evaluated, desc_sim, task_sim, self.config, used)
         entries.sort(key=lambda e: (-e.score, e.seq))
         return entries[:k]
+
+    def _kind_scope(self, kind: str | None, column: str = "task_id") -> tuple[str, tuple]:
+        """(an SQL condition on evaluations' ``column`` keeping the tasks of ``kind``, its parameters); ``("", ())``
+        when nothing needs leaving out: no kind asked, or every evaluated task is of that kind (a stream of one
+        kind reads the bank exactly as without one). Evaluations whose task's kind was not recorded are of no kind."""
+        if kind is None:
+            return "", ()
+        if not self._has_kinds():  # a bank written before kinds were recorded, opened read-only
+            return ("0", ()) if self.db.execute("SELECT 1 FROM evaluations LIMIT 1").fetchone() else ("", ())
+        other = self.db.execute("SELECT 1 FROM evaluations WHERE task_id NOT IN (SELECT task_id FROM task_kinds "
+                                "WHERE kind=?) LIMIT 1", (kind,)).fetchone()
+        if other is None:
+            return "", ()
+        return f"{column} IN (SELECT task_id FROM task_kinds WHERE kind=?)", (kind,)
+
+    def _has_kinds(self) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='task_kinds'").fetchone() \
+            is not None
 
     def _similarities(self, query: str, texts: list[str], method: str) -> tuple[list[float], str]:
         if method in ("auto", "embedding"):

@@ -16,13 +16,15 @@ from jitlab.jit.bank import Bank, BankConfig, Evaluation
 from jitlab.jit.config import PHASES, JITConfig, cost_estimate, default_out
 from jitlab.jit.generate import evidence, get_generator, rank, references
 from jitlab.jit.generate.base import generator_backbone
-from jitlab.jit.generate.library import choices_of, modules_of
+from jitlab.jit.generate.library import choices_of, first_fitting, modules_of
+from jitlab.jit.kind import task_kind
 from jitlab.jit.meter import Meter
 from jitlab.jit.record import JITTaskRecord, read_jit_record
 from jitlab.jit.repair import (
     RepairConfig,
     RepairLog,
     dev_task_for,
+    unfit,
     unwritten,
     validate_and_repair,
     validate_files,
@@ -176,8 +178,11 @@ class JITEngine:
         return avoided
 
     def _failed_on_family(self, task) -> list:
-        """Bank entries that failed on the task's family: reward 0 on every one of at least ``avoid_after`` tasks."""
-        return [e for e in self.bank.entries() if (e.n_tasks or 0) >= self.cfg.avoid_after
+        """Bank entries that failed on the task's family among the tasks of its kind (``jitlab.jit.kind``: its tool
+        signature): reward 0 on every one of at least ``avoid_after`` tasks of that kind, one of that family. A stream
+        of one kind reads every evaluation; on a mixed one a family name another kind of task shares (DBBench's
+        ``other``), or a design's record on other kinds, does not make a failure here."""
+        return [e for e in self.bank.entries(kind=task_kind(task)) if (e.n_tasks or 0) >= self.cfg.avoid_after
                 and task.family in (e.families or []) and not (e.mean_reward or 0) and not (e.success_rate or 0)]
 
     def _reject_repeats(self, task, cands: list, make, n: int) -> list[dict]:
@@ -212,7 +217,8 @@ class JITEngine:
         return rejected
 
     def _references(self, task) -> list:
-        return references(self.bank, task.description, self.cfg.k_references)
+        """The task's references, retrieved and evaluated on the bank's tasks of its kind only (``jitlab.jit.kind``)."""
+        return references(self.bank, task.description, self.cfg.k_references, kind=task_kind(task))
 
     # -- one task -----------------------------------------------------------------------------------
     def _choose(self, task, refs, meter: Meter, stream_index: int) -> _Chosen:
@@ -221,7 +227,8 @@ class JITEngine:
         generator = get_generator(cfg.generator, None, **gen_kwargs)
         gen_backbone = "exec" if cfg.generator == "compose" else "gen"
         n = cfg.candidates()
-        record = {"evidence": evidence(self.bank)} if cfg.generator == "compose" and cfg.option_evidence == "bank" else {}
+        record = {"evidence": evidence(self.bank, task_kind(task))} \
+            if cfg.generator == "compose" and cfg.option_evidence == "bank" else {}
 
         def make(i):
             try:
@@ -239,7 +246,7 @@ class JITEngine:
         order, sel_info = rank(cands, cfg.selector, public, meter.handle("select", "judge"), generator, refs) \
             if cands else ([], {"selector": cfg.selector})
         with ThreadPoolExecutor(max(1, min(len(cands), 4))) as pool:
-            checks = list(pool.map(lambda c: unwritten(c) or validate_files(
+            checks = list(pool.map(lambda c: unwritten(c) or unfit(c, public) or validate_files(
                 c.files, dev, self.suite, meter.handle("select", "exec", Budget(max_tokens=self.repair_cfg.smoke_max_tokens)),
                 self.repair_cfg, workdir), cands))
         valid = [i for i in range(len(cands)) if checks[i].ok]
@@ -247,7 +254,8 @@ class JITEngine:
             {"sha": c.sha, "name": c.name, "strategy": c.meta.get("strategy"), "note": c.meta.get("note", ""),
              "parsed_files": c.meta.get("parsed_files"), "fallback_files": c.meta.get("fallback_files"),
              "logprob": c.logprob, "modules": modules_of(c.files), "valid": checks[i].ok, "stage": checks[i].stage,
-             "diagnostic": checks[i].diagnostic} for i, c in enumerate(cands)], "generation_errors": gen_errors,
+             "diagnostic": checks[i].diagnostic, **({"refused": c.meta["refused"]} if c.meta.get("refused") else {})}
+            for i, c in enumerate(cands)], "generation_errors": gen_errors,
                 "avoided": avoided, "novelty": novelty}
         pick = next((i for i in order if checks[i].ok), None)
         rounds, diagnostic, fallback = 0, None, False
@@ -273,7 +281,7 @@ class JITEngine:
                            parents=chosen.parents, prompt_hash=chosen.prompt_hash, fallback=False, diagnostic=None,
                            **counts)
         if cfg.on_invalid == "fallback" and refs:
-            ref = refs[0]
+            ref = first_fitting(refs, public)    # the nearest reference this task can use (the fit rule)
             fallback = True
             info["fallback_reason"] = diagnostic or {"message": "no candidate was generated"}
             return _Chosen(files=dict(ref.files), sha=ref.sha, name=ref.name, generator="bank", parents=[],

@@ -53,6 +53,8 @@ class JITTaskRecord:
     choose_s: float | None = field(default=None, metadata={"help": "seconds spent choosing the harness"})
     jit: dict | None = field(default=None, metadata={"help": "selector, candidates, repair transitions, "
                                                              "fallback_reason, avoided, novelty"})
+    time: dict | None = field(default=None, metadata={"help": "where the episode's time went (jitlab/timing.py; every "
+                                                              "episode has it)"})
     bank_size_after: int | None = field(default=None, metadata={"help": "bank entries after its update"})
     frontier: list | None = field(default=None, metadata={"help": "the Pareto frontier (shas) after the task"})
     bank_update: dict | None = field(default=None, metadata={"help": "entered_frontier, on_frontier, removed, "

@@ -5,10 +5,12 @@
     out = validate_and_repair(candidate, generator, task.public(), dev_task, suite, new_llm,
                               RepairConfig(max_rounds=2), workdir, log=RepairLog(run_dir / "repairs.jsonl"))
 
+Before any of it, a candidate carrying an option that does not fit the task (``unfit``: the fit rule of
+jitlab.jit.generate.library) is refused and goes to repair, like one the model wrote no file of (``unwritten``).
 Validation, all in the sandbox (jitlab.sandbox): compile + import + interface check
 (``sandbox.validate``), then one smoke episode of at most ``smoke_steps`` steps on a *dev* task
-(``dev_task_for``: the same family, never the task being solved when another exists). A smoke
-episode that ends ``ok`` or out of budget passes; one that raises in harness code fails with the
+(``dev_task_for``: the same family, else the same kind of task, never the task being solved when another
+exists). A smoke episode that ends ``ok`` or out of budget passes; one that raises in harness code fails with the
 sandbox's typed diagnostic. The smoke run's success is never reported (selection must not see scores).
 
 Repair: while invalid and rounds remain, ``generator.repair(candidate, diagnostic)`` proposes a
@@ -34,6 +36,8 @@ from pathlib import Path
 import jitlab.sandbox
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha
+from jitlab.jit.generate.library import SPACE, choices_of, misfit_message, misfits
+from jitlab.jit.kind import task_kind
 from jitlab.runner import sandboxed_episode
 from jitlab.runtime import Budget
 from jitlab.status import Status
@@ -44,6 +48,7 @@ __all__ = [
     "RepairOutcome",
     "Validation",
     "dev_task_for",
+    "unfit",
     "validate_and_repair",
     "validate_files",
     "write_harness",
@@ -133,14 +138,20 @@ def _write_harness(files: dict[str, str], dest: Path) -> Path:
 
 def dev_task_for(suite, task):
     """The dev task a candidate's smoke episode runs on: the first dev task of the same family that is not
-    ``task`` itself (else one of the same suite, which in a mix has the task's tools; else ``task``)."""
+    ``task`` itself (else one of the same suite and kind, ``jitlab.jit.kind.task_kind``: the same tools; in a mix
+    the task's own suite; else one of the same kind, else of the same suite, else any dev task, else ``task``)."""
     try:
         same = suite.tasks("dev", task.family)
-    except ConfigError:  # a suite without that family in dev: another of its dev tasks will do
+    except ConfigError:  # a suite without that family in dev: one of the same kind (tools), else any, will do
         same = []
-    others = [t for t in suite.tasks("dev") if t.suite == task.suite]
-    pool = [t for t in same if t.id != task.id] or [t for t in others if t.id != task.id] or [task]
-    return pool[0]
+    same = [t for t in same if t.id != task.id]
+    if same:
+        return same[0]
+    others = [t for t in suite.tasks("dev") if t.id != task.id]
+    kind = task_kind(task)
+    return ([t for t in others if t.suite == task.suite and task_kind(t) == kind]
+            or [t for t in others if task_kind(t) == kind] or [t for t in others if t.suite == task.suite] or others
+            or [task])[0]
 
 
 def validate_files(files: dict[str, str], dev_task, suite, llm, config: RepairConfig, workdir: str | Path) -> Validation:
@@ -231,6 +242,20 @@ def unwritten(candidate) -> Validation | None:
     return None
 
 
+def unfit(candidate, task: dict) -> Validation | None:
+    """A refusal of a candidate carrying an option that does not fit ``task`` (its public dict; the fit rule,
+    ``jitlab.jit.generate.library.misfits``: a likelihood action where the task gives no ``act`` tool, say): an
+    ``interface_mismatch`` at stage ``fit`` naming the first such role's file, so repair re-picks or rewrites it; it is
+    never validated or run. None when everything fits."""
+    problems = misfits(choices_of(candidate.files), task)
+    if not problems:
+        return None
+    role = next(iter(problems))
+    return Validation(False, "fit", candidate.sha, {
+        "kind": "interface_mismatch", "file": SPACE[role][0] if role in SPACE else "prompt.yaml", "line": None,
+        "phase": "fit", "message": f"this harness does not fit the task: {misfit_message(problems)}"})
+
+
 def validate_and_repair(candidate, generator, task: dict, dev_task, suite, new_llm, config: RepairConfig,
                         workdir: str | Path, log: RepairLog | None = None, first: Validation | None = None,
                         context: dict | None = None) -> RepairOutcome:
@@ -238,8 +263,8 @@ def validate_and_repair(candidate, generator, task: dict, dev_task, suite, new_l
     ``config.max_rounds`` rounds. ``new_llm(phase)`` returns a fresh backbone handle for a phase
     ("select" for the first validation, "repair" afterwards). ``context`` is added to each logged
     transition (e.g. run dir, stream index)."""
-    validation = first or unwritten(candidate) or validate_files(candidate.files, dev_task, suite, new_llm("select"),
-                                                                 config, workdir)
+    validation = first or unwritten(candidate) or unfit(candidate, task) or validate_files(
+        candidate.files, dev_task, suite, new_llm("select"), config, workdir)
     rounds, transitions = 0, []
     while not validation.ok and rounds < config.max_rounds:
         rounds += 1
@@ -254,7 +279,8 @@ def validate_and_repair(candidate, generator, task: dict, dev_task, suite, new_l
         if fixed.sha == candidate.sha:
             after, outcome = validation, "unchanged"
         else:
-            after = unwritten(fixed) or validate_files(fixed.files, dev_task, suite, new_llm("repair"), config, workdir)
+            after = unwritten(fixed) or unfit(fixed, task) or validate_files(fixed.files, dev_task, suite,
+                                                                            new_llm("repair"), config, workdir)
             outcome = "fixed" if after.ok else "still_broken"
         record = _transition(candidate, fixed, validation, after, rounds, outcome, task, context)
         transitions.append(record)

@@ -79,20 +79,23 @@ class Reference:
     mean_reward: float | None = None
 
 
-def references(bank, task_description: str, k: int) -> list[Reference]:
+def references(bank, task_description: str, k: int, kind: str | None = None) -> list[Reference]:
     """The ``k`` references ``bank`` (a jitlab.jit.bank.Bank) retrieves for a task: what JIT inference shows a
-    generator, and so what every training and evaluation prompt of a generator shows too (k=0: none)."""
-    entries = bank.retrieve(task_description, k=k) if k else []
+    generator, and so what every training and evaluation prompt of a generator shows too (k=0: none). ``kind`` (the
+    task's ``jitlab.jit.kind.task_kind``): retrieval and each reference's evaluation (``evaluated``, ``mean_reward``)
+    read only the bank's evaluations on tasks of that kind (``Bank.retrieve``)."""
+    entries = bank.retrieve(task_description, k=k, kind=kind) if k else []
     return [Reference(e.sha, e.name, e.description, bank.files(e.sha), float(e.score or 0.0), e.n_evals > 0,
                       e.mean_reward) for e in entries]
 
 
-def evidence(bank) -> list[Reference]:
+def evidence(bank, kind: str | None = None) -> list[Reference]:
     """Every evaluated entry of ``bank`` as a ``Reference`` (in order of arrival, score 0, the mean reward over the
     tasks it ran): the record of which harnesses worked, not a retrieval; compose's ``generate`` takes it as ``evidence``
-    (``JITConfig.option_evidence='bank'``)."""
+    (``JITConfig.option_evidence='bank'``). With ``kind``, only evaluations on tasks of that kind count (an entry that
+    ran only on other kinds is left out), so a design that failed or won on a text game says nothing of a SQL task."""
     return [Reference(e.sha, e.name, e.description, bank.files(e.sha), 0.0, True, e.mean_reward)
-            for e in bank.entries() if e.n_evals > 0]
+            for e in bank.entries(kind=kind) if e.n_evals > 0]
 
 
 @dataclass

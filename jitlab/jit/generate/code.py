@@ -9,9 +9,11 @@ method signatures, the hooks, the data classes, the library modules one may subc
 public description and tool registry, and K references from the bank (their description; the
 first ``code_references`` also with their files as ``<file name=...>`` blocks). The reply is read
 with ``parse_blocks`` (one tagged block per file, the last one wins). Files the reply lacks are
-taken from the nearest reference, and ``description.yaml``'s lineage says which, so a partial reply
-can still be validated (and repaired). Candidate ``i > 0`` samples (temperature, a seed of the task and ``i``:
-``base.sampling``).
+taken from the nearest reference that fits the task (``library.first_fitting``: not a text game's likelihood action
+for a SQL task), and ``description.yaml``'s lineage says which, so a partial reply can still be validated (and
+repaired). A candidate whose files still carry an option that does not fit is refused before validation
+(``jitlab.jit.repair.unfit``) and goes to repair with the refusal as its diagnostic. Candidate ``i > 0`` samples
+(temperature, a seed of the task and ``i``: ``base.sampling``).
 
 ``repair`` shows the diagnostic and the broken file (``code_repair.j2``; ``repair_view``: thin by default), not the
 whole harness: the file the diagnostic names (or whose class its traceback's innermost harness or library frame is
@@ -47,7 +49,7 @@ from jitlab.jit.generate.base import (
     sampling,
 )
 from jitlab.jit.generate.blocks import format_blocks, parse_blocks
-from jitlab.jit.generate.library import SPACE, catalogue, role_of_file
+from jitlab.jit.generate.library import SPACE, catalogue, first_fitting, role_of_file
 from jitlab.resolve import thin_file
 
 __all__ = ["CodeConfig", "CodeGenerator", "complete_files", "make_generator", "repair_view", "thin_files"]
@@ -93,7 +95,7 @@ class CodeGenerator:
         reply = llm.chat(messages, max_new_tokens=self.config.max_new_tokens,
                          **sampling(task, index, self.config.temperature)).text
         parsed = parse_blocks(reply)
-        nearest = references[0] if references else None
+        nearest = first_fitting(references, task)
         files, fallback = _complete(parsed, nearest)
         files = _stamp_lineage(files, self.name, nearest, fallback, parsed)
         meta = {"strategy": "write", "parsed_files": sorted(parsed), "fallback_files": fallback,

@@ -17,7 +17,8 @@ Strategies (``ComposeConfig.strategy``; ``auto`` follows the schedule below by c
                roles with the best-fitting options are filled first, so their couplings bind the rest
     sample     like score, but options are sampled (Gumbel noise on scores / temperature) and so is the
                order the roles are filled in
-    copy       reuse the top reference as is (when it already solved similar tasks)
+    copy       reuse the top reference as is (when it already solved similar tasks), unless it carries an option that
+               does not fit the task: then those roles are re-picked and the rest kept (``_refit``)
     mutate     the top reference with one parameter perturbed or one role re-picked among the options that keep its
                partner pairs, ranked with the bank's rewards, never one the evaluations on record saw only fail (nor,
                with the bank as the record, one doing worse there than the current option), and never in a role
@@ -36,6 +37,13 @@ toward the mechanisms that worked. The record those rewards and the "seen only f
 references, or, when ``generate`` is given ``evidence`` (``jitlab jit --option-evidence bank``), every evaluated
 entry of the bank, and a mutation then re-picks a role only toward an option untried there or doing at least as well
 there as the role's current one: a mechanism that failed on an earlier task unlike this one is not re-tried here.
+
+The fit rule (``library.misfit``, issue 42) holds on every strategy: an option that needs a tool the task does not
+give is never offered, and one that a reference (copy), a parent (mutate, crossover; refitted before they are changed)
+or a repair would carry is re-picked to the best-ranked option that fits (``_refit``, which every rendered candidate
+goes through); ``meta["refused"]`` lists each refusal (role, option, why, what replaced it). With the references and
+the evidence read per kind of task (``jitlab.jit.kind``, the loop does), a text game's design reaches a SQL task only
+when retrieval is told nothing of kinds; the rule keeps it off then too.
 
 Caveats: scores are summed log-likelihoods of short labels (not length-normalised); with a small
 model they are a weak preference, which is why validation and the bank's evaluations do the rest.
@@ -59,11 +67,13 @@ from jitlab.jit.generate.library import (
     catalogue,
     choices_of,
     fit,
+    misfits,
     option,
     prompt_variants,
     render_files,
     requirements,
     role_of_file,
+    variant_misfit,
 )
 
 __all__ = ["STRATEGIES", "ComposeConfig", "ComposeGenerator", "make_generator"]
@@ -160,10 +170,14 @@ class ComposeGenerator:
         scores = {k: v + bonus.get(k, 0.0) for k, v in self.scores(role, task, llm).items() if k != "_method"}
         keys = list(scores)
         if rng is None:
-            return sorted(keys, key=lambda k: (-scores[k], keys.index(k)))
-        t = max(self.config.temperature, 1e-6)
-        noisy = {k: scores[k] / t - math.log(-math.log(max(rng.random(), 1e-12))) for k in keys}
-        return sorted(keys, key=lambda k: -noisy[k])
+            ranked = sorted(keys, key=lambda k: (-scores[k], keys.index(k)))
+        else:
+            t = max(self.config.temperature, 1e-6)
+            noisy = {k: scores[k] / t - math.log(-math.log(max(rng.random(), 1e-12))) for k in keys}
+            ranked = sorted(keys, key=lambda k: -noisy[k])
+        if role == "prompt":   # a variant written for a mechanism that does not fit (after the noise: same draws)
+            ranked = [k for k in ranked if variant_misfit(k, task) is None] or ranked
+        return ranked
 
     # -- strategies ---------------------------------------------------------------------------------
     def bank_bonus(self, references: list[Reference]) -> dict[str, float]:
@@ -259,6 +273,36 @@ class ComposeGenerator:
                 return child, f"{role}: {current or 'custom file'} -> {new}"
         return choices, "nothing to re-pick: every role is bound to its partners, fits the task or saw only failures"
 
+    def _refit(self, choices: dict[str, Choice], task: dict, llm, refused: list | None = None) -> dict[str, Choice]:
+        """``choices`` with every role whose option does not fit ``task`` (the fit rule, ``library.misfits``) re-picked
+        to its best-ranked option (``_ranked`` offers only fitting ones; the new option's partners and the couplings
+        follow, ``_repicked``), the prompt last and only where no mechanism sets its own. Each refusal is appended to
+        ``refused`` ({role, option, why, now}). Whatever still does not fit after that falls back to the basic
+        option, which needs nothing of a task. Choices that all fit come back unchanged."""
+        refused = [] if refused is None else refused
+        choices = {r: Choice(**asdict(c)) for r, c in choices.items()}
+        for _ in range(3):
+            problems = misfits(choices, task)
+            modules = [r for r in SPACE if r in problems]
+            if not modules:
+                break
+            for role in modules:
+                if role not in misfits(choices, task):
+                    continue   # an earlier re-pick's partners or couplings already replaced it
+                ranked = self._ranked(role, task, llm)
+                new = ranked[0] if ranked else option(BASIC[role], role).path
+                refused.append({"role": role, "option": _named(choices[role]), "why": problems[role], "now": new})
+                choices = self._repicked(choices, role, new, task, llm)
+        for role in [r for r in SPACE if r in misfits(choices, task)]:
+            choices[role] = _library(role, option(BASIC[role], role).path)
+            _fix_couplings(choices, keep=role)
+        why = misfits(choices, task).get("prompt")
+        if why and not _forced_prompt(choices):
+            name = self._ranked("prompt", task, llm)[0] if self.config.score_prompt else "react"
+            refused.append({"role": "prompt", "option": choices["prompt"].label, "why": why, "now": name})
+            choices["prompt"] = _variant(name)
+        return choices
+
     def _evident(self, choices: dict[str, Choice], task: dict) -> set[str]:
         """The roles a mutation leaves alone: those whose option the task's public text and tools fit (``library.fit``)
         by at least ``keep_margin`` more than every other option the role offers this task. Issue 29 (DBBench test
@@ -314,22 +358,28 @@ class ComposeGenerator:
         strategy = self._strategy(references, index)
         parents: list[str] = []
         note = ""
+        refused: list[dict] = []
         if strategy == "copy":
             ref = references[0]
-            return Candidate(dict(ref.files), self.name, index, [ref.sha], None, None,
-                             {"strategy": "copy", "note": f"reused {ref.name}",
-                              "tried": {r: [c.key()] for r, c in choices_of(ref.files, ref.sha).items()}})
-        if strategy == "mutate":
+            mine = choices_of(ref.files, ref.sha)
+            if not misfits(mine, task):
+                return Candidate(dict(ref.files), self.name, index, [ref.sha], None, None,
+                                 {"strategy": "copy", "note": f"reused {ref.name}",
+                                  "tried": {r: [c.key()] for r, c in mine.items()}})
+            # the reference carries an option this task cannot use: it is not reused as is, its misfits are re-picked
+            choices, parents, note = self._refit(mine, task, llm, refused), [ref.sha], f"reused {ref.name}, refitted"
+        elif strategy == "mutate":
             parents = [references[0].sha]
-            choices, note = self._mutate(choices_of(references[0].files, references[0].sha), task, llm, rng,
-                                         record, no_worse=evidence is not None)
+            parent = self._refit(choices_of(references[0].files, references[0].sha), task, llm, refused)
+            choices, note = self._mutate(parent, task, llm, rng, record, no_worse=evidence is not None)
         elif strategy == "crossover":
             parents = [references[0].sha, references[1].sha]
-            choices, note = self._crossover(choices_of(references[0].files, references[0].sha),
-                                            choices_of(references[1].files, references[1].sha), rng)
+            choices, note = self._crossover(
+                self._refit(choices_of(references[0].files, references[0].sha), task, llm, refused),
+                self._refit(choices_of(references[1].files, references[1].sha), task, llm, refused), rng)
         else:
             choices = self._pick(task, llm, rng if strategy == "sample" else None, record)
-        return self._candidate(choices, strategy, parents, index, note, task, llm)
+        return self._candidate(choices, strategy, parents, index, note, task, llm, refused=refused)
 
     def _strategy(self, references: list[Reference], index: int) -> str:
         s = self.config.strategy
@@ -355,8 +405,12 @@ class ComposeGenerator:
             self.scores(role, task, llm)
 
     def _candidate(self, choices: dict[str, Choice], strategy: str, parents: list[str], index: int, note: str,
-                   task: dict, llm, tried: dict | None = None) -> Candidate:
+                   task: dict, llm, tried: dict | None = None, refused: list | None = None) -> Candidate:
+        """The candidate of ``choices``: refitted to the task (``_refit``; the refusals of every step that led here,
+        ``refused``, go into ``meta["refused"]`` when there are any), each mechanism's own prompt set, rendered."""
         self._score_all(task, llm)
+        refused = list(refused or [])
+        choices = self._refit(choices, task, llm, refused)
         needs = [FITS[c.path].prompt for r, c in choices.items() if r in SPACE and c.kind == "library"
                  and c.path in FITS and FITS[c.path].prompt]
         if needs and choices["prompt"].text != prompt_variants()[needs[0]]:  # the prompt the mechanism renders with
@@ -373,6 +427,8 @@ class ComposeGenerator:
                             for r, c in choices.items()},
                 "score_method": self.scores("M", task, llm).get("_method"),
                 "tried": tried or {r: [c.key()] for r, c in choices.items()}}
+        if refused:
+            meta["refused"] = refused
         return Candidate(files, self.name, index, parents, None, logprob, meta)
 
     def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate:
@@ -400,6 +456,11 @@ class ComposeGenerator:
                                 candidate.index, note, task, llm, tried)
         fixed.meta["repaired_role"] = role
         return fixed
+
+
+def _named(choice: Choice) -> str:
+    """A choice in a few words for the record: its library class, or the file's label."""
+    return choice.path.rpartition(":")[2] if choice.kind == "library" else choice.label
 
 
 def _library(role: str, path: str) -> Choice:

@@ -39,6 +39,16 @@ score; partners are preferred, not required (``requirements`` are the hard coupl
 is the prompt variant an option renders with (LikelihoodAction's scoring prompt lists no candidates; the other
 variants' templates name ``candidates``, which it does not pass), set by compose whenever the option is chosen.
 
+The fit rule (issue 42), said once here and applied on every generator path: ``misfit(path, task)`` says why an option
+does not fit a task (a tool it needs that the task does not give: LikelihoodAction needs the one-command tool ``act``,
+SqlAction ``execute_sql`` and ``commit_answer``), ``variant_misfit`` the same
+for a prompt variant written for such an option, and ``misfits(choices, task)`` for a whole harness (a file of its own
+by the library class it derives from). Compose never offers an option that misfits and re-picks one a reference, a
+mutation, a crossover or a repair would carry (``ComposeGenerator._refit``); a plan naming one is a parse error; a
+code candidate carrying one is refused before validation (``jitlab.jit.repair.unfit``) and goes to repair; a path
+that copies a reference's files takes the first that fits (``first_fitting``). Nothing here reads a task's suite,
+family or id.
+
 Caveats: a seed's module file that is more than a thin subclass (methods of its own) is not a library
 choice; ``choices_of`` keeps such a file verbatim (``kind="file"``), so crossover can still reuse it.
 """
@@ -74,13 +84,19 @@ __all__ = [
     "catalogue",
     "choices_of",
     "couplings",
+    "first_fitting",
     "fit",
     "library_class",
+    "misfit",
+    "misfit_message",
+    "misfits",
     "modules_of",
+    "own_prompt",
     "prompt_variants",
     "render_files",
     "requirements",
     "role_of_file",
+    "variant_misfit",
 ]
 
 # role -> (file, class name, methods the class needs, human name), from the slot table (jitlab.protocol.SLOTS)
@@ -115,12 +131,17 @@ _PRIOR_PLANNERS = ("jitlab.modules.grounding:GroundedPlanner", "jitlab.modules.n
 # them (dev split: EgocentricPlanner under ReasoningGraphMemory only ever scanned, 0/5 where FullHistory gave 5/5)
 _PLAIN_MEMORY = ("jitlab.modules.basic:FullHistory",)
 _TEXT_GAME = ("admissible", "command", "commands", "room", "rooms", "game", "take", "open", "go", "north", "east")
+# the one-command tool whose admissible candidates the likelihood action chooses among: without it it can only send
+# 'look' without calling the backbone (DBBench test stream: a mutation put it beside execute_sql, which got 'look' 15
+# times; issue 42: a mixed stream's DBBench tasks kept a text game's likelihood action and made 0 backbone calls).
+# The realisation and intervention hooks declare no such need: without a command tool they pass every action
+# through untouched (a no-op, never a harm), and the single-suite DBBench stream's designs carry them (46 of 50
+# tasks of small-model-keep/db-test-jit-stream-keep), which refusing them would change for no change in behaviour
+_COMMAND_TOOL = ("act",)
 # the small-model mechanisms' declared fits (each module's docstring says why, under "Couplings")
 FITS = {
     # "auto" states: the task's text does not say whether its observations name rooms
-    # tools: it chooses among the admissible candidates of a one-command tool; without one it can only send 'look'
-    # (DBBench test stream: a mutation put it beside execute_sql, which got 'look' 15 times)
-    "jitlab.modules.likelihood:LikelihoodAction": Fit(tools=("act",), words=_TEXT_GAME,
+    "jitlab.modules.likelihood:LikelihoodAction": Fit(tools=_COMMAND_TOOL, words=_TEXT_GAME,
                                                       partners={"P": _PRIOR_PLANNERS}, params={"state": "auto"},
                                                       prompt="choose"),
     "jitlab.modules.grounding:GroundedPlanner": Fit(words=("recipe", "cookbook", "meal", "find", "take", "goal",
@@ -546,15 +567,83 @@ def _good_for(choices: dict[str, Choice]) -> str:
     return " ".join(parts)[:400] or "short interactive tasks; a plain ReAct-style loop."
 
 
+def _tool_names(task: dict) -> list[str]:
+    return [t.get("name") if isinstance(t, dict) else getattr(t, "name", "") for t in task.get("tools") or ()]
+
+
+def misfit(path: str | None, task: dict) -> str | None:
+    """THE fit rule, the one every generator path applies (compose's picks, mutations, copies, crossovers and
+    repairs, a plan, a code candidate's library classes, a fallback to a reference): why option ``path`` (a library
+    ``module:Class``) does not fit ``task``, or None when it does. Read from what the agent is given, the task's public
+    dict (here: the tool names ``FITS`` says the option needs), never its suite, family, id or environment."""
+    spec = FITS.get(path or "")
+    if spec is None:
+        return None
+    tools = _tool_names(task)
+    missing = [t for t in spec.tools if t not in tools]
+    if not missing:
+        return None
+    return (f"{path.rpartition(':')[2]} needs the tool{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which "
+            f"this task does not give (its tools: {', '.join(tools) or 'none'})")
+
+
+def variant_misfit(name: str, task: dict) -> str | None:
+    """Why prompt variant ``name`` does not fit ``task``: a variant some options render with (``Fit.prompt``: ``sql``
+    for SqlAction, ``choose`` for LikelihoodAction) is written for them, so it fits where one of them fits."""
+    owners = [p for p, spec in FITS.items() if spec.prompt == name]
+    reasons = [misfit(p, task) for p in owners]
+    if owners and all(reasons):
+        return f"the {name!r} prompt is written for {' / '.join(p.rpartition(':')[2] for p in owners)}: {reasons[0]}"
+    return None
+
+
+def own_prompt(text: str) -> str:
+    """prompt.yaml without the library prompts jitlab.resolve appends to a resolved harness (so a resolved and an
+    unresolved copy of one prompt compare equal)."""
+    return text.split("\n# Library prompts the code above uses")[0].rstrip()
+
+
+def misfits(choices: dict[str, Choice], task: dict) -> dict[str, str]:
+    """{role: why its choice does not fit ``task``} (:func:`misfit`) over M, P, F, A, H and the prompt of a harness's
+    choices (``choices_of``): a library choice by its option, a file of its own by the library class it derives from
+    (``library_class``), a prompt by the variant whose text it is (:func:`variant_misfit`). Empty: everything fits."""
+    out = {}
+    for role, c in choices.items():
+        if role in SPACE:
+            path = c.path if c.kind == "library" else library_class(role, c.text)
+            why = misfit(path, task)
+        elif role == "prompt":
+            text = own_prompt(c.text)
+            name = next((n for n, t in prompt_variants().items() if own_prompt(t) == text), None)
+            why = variant_misfit(name, task) if name else None
+        else:
+            why = None
+        if why:
+            out[role] = why
+    return out
+
+
+def misfit_message(problems: dict[str, str]) -> str:
+    """The refusal in words, for a diagnostic or a plan's parse error: each role, its file and why."""
+    return "; ".join(f"{role} ({SPACE[role][0] if role in SPACE else 'prompt.yaml'}): {why}"
+                     for role, why in problems.items()) + ". Choose options whose tools the task gives."
+
+
+def first_fitting(references: list, task: dict):
+    """The first of ``references`` (``base.Reference``, best first) whose harness fits ``task`` (:func:`misfits`
+    empty), else the first one (None without references): what a path that copies a reference's files takes."""
+    return next((r for r in references if not misfits(choices_of(r.files, r.sha), task)),
+                references[0] if references else None)
+
+
 def fit(path: str, task: dict) -> float | None:
     """The bonus compose adds to option ``path``'s score for ``task`` (its public dict: description and tools, never
-    suite, family or id): None when the option needs a tool the task lacks, else ``bonus`` per word of ``words`` found
-    in the task's text (at most 3), 0 for options without a declared fit."""
+    suite, family or id): None when the option does not fit (:func:`misfit`), else ``bonus`` per word of ``words``
+    found in the task's text (at most 3), 0 for options without a declared fit."""
     spec = FITS.get(path)
     if spec is None:
         return 0.0
-    tools = {t.get("name") if isinstance(t, dict) else getattr(t, "name", "") for t in task.get("tools") or ()}
-    if any(t not in tools for t in spec.tools):
+    if misfit(path, task):
         return None
     said = set(re.findall(r"[a-z]+", str(task.get("description", "")).lower()))
     return spec.bonus * min(3, sum(1 for w in set(spec.words) if w in said))

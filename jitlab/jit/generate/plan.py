@@ -17,10 +17,12 @@ The prompt states the couplings (``library.couplings``), so the generator can av
 Candidate 0 is greedy; candidate ``i > 0`` is a sample (``temperature``, a seed of the task's text and ``i``:
 ``base.sampling``), so static JIT's N candidates differ where greedy decoding would give one plan N times.
 
-A reply that holds no JSON object, or a plan naming an unknown module, parameter or prompt, or breaking a coupling
-(:func:`jitlab.jit.generate.library.requirements`), is not rendered: the candidate keeps the nearest reference's
-files, ``meta["parsed_files"] == []`` and ``meta["parse_error"]`` says what was wrong, so ``repair.unwritten``
-sends it to repair as a ``parse_error``, like a code candidate without file blocks. ``repair`` shows the broken
+A reply that holds no JSON object, or a plan naming an unknown module, parameter or prompt, breaking a coupling
+(:func:`jitlab.jit.generate.library.requirements`) or naming an option that does not fit the task (the fit rule,
+:func:`jitlab.jit.generate.library.misfit`: LikelihoodAction on a task without ``act``), is not rendered: the
+candidate keeps the files of the nearest reference that fits the task, ``meta["parsed_files"] == []`` and
+``meta["parse_error"]`` says what was wrong, so ``repair.unwritten`` sends it to repair as a ``parse_error``, like a
+code candidate without file blocks. ``repair`` shows the broken
 plan (or the raw reply) with the diagnostic and asks for a corrected plan.
 
 ``plan_of(files)`` reads a harness back into a plan (None when a role is not a library module), which is how the
@@ -51,7 +53,11 @@ from jitlab.jit.generate.library import (
     catalogue,
     choices_of,
     couplings,
+    first_fitting,
+    misfit_message,
+    misfits,
     option,
+    own_prompt,
     prompt_variants,
     render_files,
     requirements,
@@ -96,8 +102,8 @@ def prompt_options() -> dict[str, str]:
             continue
         text = files.get("prompt.yaml")
         # a small-model harness whose prompt is one already offered (realised_react's is ReAct's) adds no name
-        known = out.values() if name in seeds else {_own_prompt(t) for t in out.values()}
-        if text and (text if name in seeds else _own_prompt(text)) not in known \
+        known = out.values() if name in seeds else {own_prompt(t) for t in out.values()}
+        if text and (text if name in seeds else own_prompt(text)) not in known \
                 and not describe_files(files).get("baseline"):
             out[f"seed:{name}"] = text
     return out
@@ -133,20 +139,14 @@ def plan_of(files: dict[str, str]) -> dict | None:
         plan["hooks"] = option(hooks.path, "H").cls
         if hooks.params:
             params["H"] = dict(hooks.params)
-    text = _own_prompt(choices["prompt"].text)
-    name = next((n for n, t in prompt_options().items() if _own_prompt(t) == text), None)
+    text = own_prompt(choices["prompt"].text)
+    name = next((n for n, t in prompt_options().items() if own_prompt(t) == text), None)
     if name is None:
         return None
     plan["prompt"] = name
     if params:
         plan["params"] = params
     return plan
-
-
-def _own_prompt(text: str) -> str:
-    """prompt.yaml without the library prompts jitlab.resolve appends to a resolved harness (so a resolved and an
-    unresolved copy of one prompt compare equal)."""
-    return text.split("\n# Library prompts the code above uses")[0].rstrip()
 
 
 def parse_plan(reply: str) -> dict:
@@ -175,9 +175,10 @@ def _param_ok(value, default) -> bool:
     return type(value) is type(default)
 
 
-def check_plan(plan: dict) -> dict[str, Choice]:
+def check_plan(plan: dict, task: dict | None = None) -> dict[str, Choice]:
     """The choices a plan stands for; PlanError naming the first problem (unknown key, module, parameter, prompt,
-    a parameter of the wrong type, or a broken coupling)."""
+    a parameter of the wrong type, or a broken coupling) or, given the ``task`` (its public dict), the options that do
+    not fit it (``library.misfits``: a module needing a tool the task does not give)."""
     if not isinstance(plan, dict):
         raise PlanError(f"a plan is a JSON object, got {type(plan).__name__}")
     unknown = sorted(set(plan) - set(PLAN_KEYS))
@@ -214,12 +215,15 @@ def check_plan(plan: dict) -> dict[str, Choice]:
         raise PlanError(f"prompt must be one of {', '.join(prompts)}, got {plan.get('prompt')!r}")
     name = plan["prompt"]
     choices["prompt"] = Choice("prompt", "variant", text=prompts[name], label=f"prompt {name}", source=f"prompt:{name}")
+    problems = misfits(choices, task) if task is not None else {}
+    if problems:
+        raise PlanError(f"the plan does not fit this task: {misfit_message(problems)}")
     return choices
 
 
-def plan_files(plan: dict, generator: str = "plan", name: str | None = None) -> dict[str, str]:
-    """The five harness files of a plan (PlanError if it does not check out)."""
-    choices = check_plan(plan)
+def plan_files(plan: dict, generator: str = "plan", name: str | None = None, task: dict | None = None) -> dict[str, str]:
+    """The five harness files of a plan (PlanError if it does not check out, or, given ``task``, does not fit it)."""
+    choices = check_plan(plan, task)
     ident = hashlib.sha256(plan_text(plan).encode()).hexdigest()[:10]
     return render_files(choices, name=name or f"plan-{ident}", lineage={"generator": generator, "plan": plan_text(plan)})
 
@@ -252,10 +256,10 @@ class PlanGenerator:
         messages = self.messages(task, references)
         params = {"max_new_tokens": self.config.max_new_tokens, **sampling(task, index, self.config.temperature)}
         reply = llm.chat(messages, **params).text
-        nearest = references[0] if references else None
+        nearest = first_fitting(references, task)
         try:
             plan = parse_plan(reply)
-            files = plan_files(plan, self.name)
+            files = plan_files(plan, self.name, task=task)
         except PlanError as exc:
             files = dict(nearest.files) if nearest else plan_files(_BASIC_PLAN, self.name)
             meta = {"strategy": "plan", "parsed_files": [], "parse_error": str(exc), "reply": reply,
@@ -276,7 +280,7 @@ class PlanGenerator:
         meta.update(repair_round=round, reply=reply)
         try:
             plan = parse_plan(reply)
-            files = plan_files(plan, self.name)
+            files = plan_files(plan, self.name, task=task)
         except PlanError as exc:
             # still no plan: the files stay as they were and the next check reports the parse_error again
             meta.update(parsed_files=[], repair_parsed_files=[], parse_error=str(exc))
