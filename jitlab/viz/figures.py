@@ -14,7 +14,9 @@ Figures: ``fig_stream`` (paper Figure 6: cumulative accuracy over the task strea
 streaming solid; per-task cost and tool calls with local-variation bands = rolling mean ± rolling
 std), ``fig_pareto`` (Figure 4: harness × backbone pairings as (cost per case, score), the global
 Pareto frontier as a step line, dominated region shaded), ``fig_jit_gain`` (Figure 5: JIT vs ReAct
-per backbone, gain in the axis labels), ``seed_bank_table`` (per-harness results table). ``make_figures`` also
+per backbone, gain in the axis labels), ``seed_bank_table`` (per-harness results table); every success is
+labelled ``k/n (lo–hi)`` (``rate_label``, Wilson 95%) and its axis runs 0-1. ``per_suite`` draws one of them once per
+suite (suites are never pooled; ``on_frontier`` flags each suite's Pareto frontier). ``make_figures`` also
 redraws the case-study anatomy diagrams (``figures/case_studies/``; from code, no runs needed).
 The numbers behind each figure come from the table functions (``stream_curves``, ``final_accuracy``,
 ``pairings``, ``pareto_frontier``, ``jit_gain``), which need only pandas.
