@@ -73,18 +73,17 @@ gemma: setup
 lab: setup
 	$(BIN)/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-# docs/notebooks/: an executed HTML copy of each notebook, run with its default parameters on the embedded model
-# (02-04 share one pipeline folder; 08 inspects the committed full-budget ReAct export); reruns skip notebooks
-# that finished ok
-DOCS_NOTEBOOKS := 00_quickstart 01_seed_bank 05_static_vs_streaming 06_cost_performance 07_harness_engineer
+# docs/notebooks/: an executed HTML copy of each notebook, run with its default parameters: the figure notebooks
+# (01, 05-08) read the committed exports under results/ and take seconds; 00 runs the embedded model; 02-04 train
+# and share one pipeline folder. Reruns skip notebooks that finished ok (remove runs/docs/<notebook> to redo one).
+DOCS_NOTEBOOKS := 00_quickstart 01_seed_bank 05_static_vs_streaming 06_cost_performance 07_harness_engineer \
+  08_inspect_a_run
 docs-notebooks: setup
 	for nb in $(DOCS_NOTEBOOKS); do $(BIN)/jitlab batch notebooks/$$nb.ipynb --grid notebooks/grids/defaults.yaml \
 	  --out runs/docs/$$nb --parallel 1 --html docs/notebooks || exit 1; done
 	for nb in 02_stage1_customization 03_stage2_repair 04_stage3_evo_gdpo; do \
 	  $(BIN)/jitlab batch notebooks/$$nb.ipynb --grid notebooks/grids/train_docs.yaml \
 	  --out runs/docs/$$nb --parallel 1 --html docs/notebooks || exit 1; done
-	$(BIN)/jitlab batch notebooks/08_inspect_a_run.ipynb --grid notebooks/grids/08_docs.yaml \
-	  --out runs/docs/08_inspect_a_run --html docs/notebooks
 
 bench: setup
 	$(BIN)/python benchmarks/backbone_throughput.py

@@ -292,10 +292,16 @@ def _run_locked(cfg: BatchConfig, notebook: Path, combos: list[dict], out: Path,
 
 def export_html(notebook: str | Path, path: str | Path) -> Path:
     """``notebook`` (executed) as a standalone HTML page with its outputs, at ``path``. Interactive bokeh outputs
-    keep working in a browser, offline too: the notebook's outputs hold BokehJS and Panel inline."""
+    keep working in a browser, offline too: the notebook's outputs hold BokehJS and Panel inline. Outputs with no
+    data at all (HoloViews leaves one beside each plot it displays) are dropped: they draw nothing, and nbconvert
+    warns about each ("not able to be represented")."""
     import nbformat
     from nbconvert import HTMLExporter
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(str(notebook), as_version=4))
+    nb = nbformat.read(str(notebook), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "display_data" or o.get("data")]
+    body, _ = HTMLExporter().from_notebook_node(nb)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".html.tmp")

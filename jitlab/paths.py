@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["home", "data_dir", "jitlab_commit", "package_root", "repo_root"]
+__all__ = ["home", "data_dir", "jitlab_commit", "package_root", "repo_relative", "repo_root"]
 
 
 def home() -> Path:
@@ -39,6 +39,16 @@ def repo_root() -> Path:
     if (checkout / "pyproject.toml").is_file() and (checkout / "jitlab").resolve() == package_root():
         return checkout
     return Path.cwd()
+
+
+def repo_relative(path: str | Path) -> Path:
+    """``path`` relative to :func:`repo_root` when it lies under it (what a notebook shows: no machine's absolute
+    path in an executed copy), else ``path`` itself."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(repo_root().resolve())
+    except ValueError:
+        return path
 
 
 def jitlab_commit() -> str | None:

@@ -6,6 +6,9 @@
     E.engineer_deltas({"untrained": "runs/eng-0", "trained": "runs/eng-1"})   # Δ per engineer, side by side
     E.training_curves("runs/train/eng-sft")         # TensorBoard scalars TRL wrote, long format
     E.episode_of(R.open_run(run_dir), "toy-dev-0")  # the final episode id of a task, for R.trajectory
+    E.packet(loop); E.candidate_run(loop, best)     # a loop's failure packet, a candidate's run (loop or its export)
+    E.table_loops("results/engineer-table-textworld", "react")   # {engineer spec: loop folder} of an engineer table
+    E.table_cells("results/engineer-table-textworld")            # the table with k/n (Wilson 95%) per split
 
 Everything is read from saved records (candidates.jsonl, summary.json, TensorBoard event files); nothing runs here.
 """
@@ -17,8 +20,54 @@ from pathlib import Path
 from jitlab.compare import compare_runs
 from jitlab.errors import ConfigError
 from jitlab.store import DB_NAME, EXPORT_MARKER
+from jitlab.viz.tables import rate_cell
 
-__all__ = ["best_candidate", "candidates", "engineer_deltas", "episode_of", "training_curves"]
+__all__ = ["best_candidate", "candidate_run", "candidates", "engineer_deltas", "episode_of", "packet",
+           "table_cells", "table_loops", "training_curves"]
+
+
+def packet(loop: str | Path) -> dict:
+    """The failure packet of an engineer loop's first round: ``round0/packet.json`` in a loop folder, ``packet.json``
+    in its export (``results/engineer-table-*/<harness>/<engineer>/``)."""
+    loop = Path(loop)
+    for path in (loop / "round0" / "packet.json", loop / "packet.json"):
+        if path.is_file():
+            return json.loads(path.read_text())
+    raise ConfigError(f"{loop}: no round0/packet.json or packet.json (not an engineer loop folder or its export)")
+
+
+def candidate_run(loop: str | Path, c) -> Path:
+    """A measured candidate's run directory, looked up below ``loop`` (``round<r>/<name>``: a loop that moved, or its
+    export), else the path it was recorded with."""
+    here = Path(loop) / f"round{c['round']}" / Path(c["run_dir"]).name
+    return here if (here / DB_NAME).is_file() or (here / EXPORT_MARKER).is_file() else Path(c["run_dir"])
+
+
+def table_loops(root: str | Path, harness: str) -> dict:
+    """``{engineer spec: loop folder}`` of one harness in an engineer table's folder (``jitlab engineer table``'s
+    ``--out`` or its export), in the table's engineer order (each loop's summary.json names its engineer)."""
+    root = Path(root)
+    order = json.loads((root / "table.json").read_text())["config"]["engineers"].split(",")
+    found = {json.loads((d / "summary.json").read_text())["config"]["engineer"]: d
+             for d in sorted((root / harness).iterdir()) if (d / "summary.json").is_file()}
+    return {spec: found[spec] for spec in order if spec in found}
+
+
+def table_cells(root: str | Path):
+    """An engineer table (``table.json``) with each success as ``rate (k/n; lo–hi)`` (Wilson 95%) on the batch,
+    the disjoint dev batch and the test tasks (n from the table's config), beside Δ and tokens per task."""
+    import pandas as pd
+    table = json.loads((Path(root) / "table.json").read_text())
+    n = {"batch": table["config"]["batch"], "disjoint": table["config"]["batch"], "test": table["config"]["test"]}
+    rows = []
+    for r in table["rows"]:
+        row = {"harness": r["harness"], "engineer": r["engineer"], "kept": r.get("kept")}
+        for split, size in n.items():
+            rate = r.get(f"success_{split}")
+            row[f"success_{split}"] = None if rate is None else rate_cell(round(rate * size), size)
+            row[f"delta_{split}"] = r.get(f"delta_{split}")
+        rows.append({**row, **{f"tokens_{split}": r.get(f"tokens_{split}") for split in n}})
+    return pd.DataFrame(rows)
 
 
 def _paired(loop: Path, c: dict) -> dict:

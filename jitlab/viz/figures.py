@@ -14,7 +14,9 @@ Figures: ``fig_stream`` (paper Figure 6: cumulative accuracy over the task strea
 streaming solid; per-task cost and tool calls with local-variation bands = rolling mean ± rolling
 std), ``fig_pareto`` (Figure 4: harness × backbone pairings as (cost per case, score), the global
 Pareto frontier as a step line, dominated region shaded), ``fig_jit_gain`` (Figure 5: JIT vs ReAct
-per backbone, gain in the axis labels), ``seed_bank_table`` (per-harness results table). ``make_figures`` also
+per backbone, gain in the axis labels), ``seed_bank_table`` (per-harness results table); every success is
+labelled ``k/n (lo–hi)`` (``rate_label``, Wilson 95%) and its axis runs 0-1. ``per_suite`` draws one of them once per
+suite (suites are never pooled; ``on_frontier`` flags each suite's Pareto frontier). ``make_figures`` also
 redraws the case-study anatomy diagrams (``figures/case_studies/``; from code, no runs needed).
 The numbers behind each figure come from the table functions (``stream_curves``, ``final_accuracy``,
 ``pairings``, ``pareto_frontier``, ``jit_gain``), which need only pandas.
@@ -195,6 +197,16 @@ def pareto_frontier(points, x: str = "cost_per_case", y: str = "score"):
     return ordered.loc[keep]
 
 
+def on_frontier(points, x: str = "cost_per_case", y: str = "score"):
+    """Per suite (and split) of ``points`` (from :func:`pairings`): whether each row is on that suite's Pareto
+    frontier (:func:`pareto_frontier`; suites are never pooled). A boolean Series on ``points``' index."""
+    keys = [k for k in ("suite", "split") if k in points]
+    front = set()
+    for _, g in points.groupby(keys, sort=False, dropna=False):
+        front |= set(pareto_frontier(g, x, y).index)
+    return points.index.isin(front)
+
+
 def jit_gain(df, baseline: str = "react"):
     """Per (suite, backbone, JIT mode): baseline score, JIT score and gain (JIT − baseline), both as
     success rates with their Wilson 95% intervals (``*_score_lo``/``_hi``), plus the cost per case of each. Only
@@ -254,6 +266,12 @@ def _stream_label(row) -> str:
     return f"{row['backbone']} · {row['mode'] if row['mode'] in JIT_MODES else row['method']}"
 
 
+def rate_label(k, n) -> str:
+    """``k/n (lo–hi)``: a success count with its Wilson 95% interval, for legends and axis labels."""
+    lo, hi = wilson(int(k), int(n))
+    return f"{int(k)}/{int(n)} ({lo:.2f}–{hi:.2f})"
+
+
 def fig_stream(df, window: int = 5, title: str | None = None):
     """Paper Figure 6: three panels over the task stream — cumulative accuracy (band: its Wilson 95% interval
     over the tasks so far), per-task cost and per-task tool calls (rolling mean line ± rolling std band). One line
@@ -262,7 +280,8 @@ def fig_stream(df, window: int = 5, title: str | None = None):
     curves = stream_curves(df, window)
     if curves.empty:
         raise ConfigError("fig_stream: no finished episodes in the given runs")
-    labels = {run: _stream_label(g.iloc[0]) for run, g in curves.groupby("run", sort=False)}
+    labels = {run: f"{_stream_label(g.iloc[0])} · {rate_label(g['success'].sum(), len(g))}"
+              for run, g in curves.groupby("run", sort=False)}   # the final k/n and its Wilson interval
     colors = _colors(labels.values())
     acc, cost, calls = [], [], []
     for run, g in curves.groupby("run", sort=False):
@@ -283,7 +302,7 @@ def fig_stream(df, window: int = 5, title: str | None = None):
                                  color=color, dash=mode, width=2))
     head = f"{title}: " if title else ""
     layout = (_panel_opts(hv.Overlay(acc), f"{head}cumulative accuracy", "task in stream",
-                          "cumulative accuracy (band: Wilson 95%)")
+                          "cumulative accuracy (band: Wilson 95%)").redim.range(**{"cumulative accuracy": (0, 1)})
               + _panel_opts(hv.Overlay(cost), f"{head}cost per task", "task in stream",
                             f"$ per task ({window}-task mean ± std)", legend=False)
               + _panel_opts(hv.Overlay(calls), f"{head}tool calls per task", "task in stream",
@@ -323,7 +342,8 @@ def fig_pareto(df, title: str | None = None):
     dots = []
     for (method, backbone), g in p.groupby(["method", "backbone"], sort=False):
         pts = hv.Scatter(g, "cost_per_case", ["score", "method", "backbone", "n", "tokens_per_case"],  # hover shows all
-                         label=f"{method} · {backbone}")
+                         label=f"{method} · {backbone} · " + "; ".join(
+                             rate_label(round(r.score * r.n), r.n) for r in g.itertuples()))
         m = markers[backbone]
         score = g["score"].to_numpy()
         bars = hv.ErrorBars((g["cost_per_case"], score, score - g["score_lo"].to_numpy(),
@@ -339,30 +359,32 @@ def fig_pareto(df, title: str | None = None):
     overlay = _panel_opts(overlay, f"{title + ': ' if title else ''}cost vs score ({len(p)} pairings, "
                           f"{len(front)} on the Pareto frontier)", "cost per case ($)",
                           "score (success rate, Wilson 95%)")
-    ytop = min(1.05, max(0.1, float(p["score_hi"].max()) * 1.05))   # room for the highest interval
     return overlay.opts(backend="bokeh", width=900, height=460, legend_position="right", xformatter="%.1e") \
                   .opts(backend="matplotlib", fig_size=180, aspect=1.4, legend_position="right") \
-                  .redim.range(cost_per_case=(0, xmax), score=(0, ytop))
+                  .redim.range(cost_per_case=(0, xmax), score=(0, 1))   # a success rate: always 0-1
 
 
 def fig_jit_gain(df, baseline: str = "react", title: str | None = None):
-    """Paper Figure 5: per backbone, the baseline (ReAct) score next to each JIT mode's score, each with its
-    Wilson 95% interval as an error bar; the gain in points is in the title."""
+    """Paper Figure 5: per backbone (and suite, when there are several), the baseline (ReAct) score next to each JIT
+    mode's score, each with its Wilson 95% interval as an error bar and ``k/n (lo–hi)`` in its axis label; the gain
+    in points is in the title. The score axis runs 0-1."""
     hv = _hv()
     gains = jit_gain(df, baseline)
     if gains.empty:
         raise ConfigError(f"fig_jit_gain: no backbone has both a {baseline} run and a JIT run")
+    several = gains["suite"].nunique() > 1
     rows = []
     order = [baseline] + sorted(gains["jit"].unique())
-    for backbone, g in gains.groupby("backbone", sort=False):
+    for (suite, backbone), g in gains.groupby(["suite", "backbone"], sort=False):
+        where = f"{suite} · {backbone}" if several else backbone
         tag = ", ".join(f"{r.jit[4:]} {r.gain * 100:+.1f} pts" for r in g.itertuples())
         first = g.iloc[0]
-        rows.append((backbone, tag, baseline, first["baseline_score"], first["baseline_score_lo"],
-                     first["baseline_score_hi"]))
-        rows.extend((backbone, tag, r.jit, r.jit_score, r.jit_score_lo, r.jit_score_hi) for r in g.itertuples())
+        rows.append((where, tag, baseline, first["baseline_score"], first["baseline_score_lo"],
+                     first["baseline_score_hi"], first["n_baseline"]))
+        rows.extend((where, tag, r.jit, r.jit_score, r.jit_score_lo, r.jit_score_hi, r.n_jit) for r in g.itertuples())
     rows.sort(key=lambda r: (r[0], order.index(r[2])))
-    # one categorical axis "backbone · method" (error bars do not overlay a two-level axis); the gain in the title
-    keys = [f"{b} · {m}" for b, _, m, *_ in rows]
+    # one categorical axis "backbone · method · k/n (lo-hi)" (error bars do not overlay a two-level axis)
+    keys = [f"{b} · {m} · {rate_label(round(s * n), n)}" for b, _, m, s, _, _, n in rows]
     score = [float(r[3]) for r in rows]
     bars = hv.Bars((keys, score, [r[2] for r in rows]), "bar", ["score", "method"])
     errors = hv.ErrorBars((keys, score, [s - r[4] for s, r in zip(score, rows)],
@@ -371,12 +393,23 @@ def fig_jit_gain(df, baseline: str = "react", title: str | None = None):
     color = hv.dim("method").categorize(colors)
     bars = bars.opts(backend="bokeh", color=color).opts(backend="matplotlib", color=color)
     gain = "; ".join(dict.fromkeys(f"{r[0]}: {r[1]}" for r in rows))
+    xlabel = ("suite · " if several else "") + "backbone · method · k/n (Wilson 95%)"
     overlay = _panel_opts(hv.Overlay([bars, errors.opts(backend="bokeh", line_color="black")
                                       .opts(backend="matplotlib", color="black")]),
-                          f"{title + ': ' if title else ''}JIT vs {baseline} ({gain})", "backbone · method",
+                          f"{title + ': ' if title else ''}JIT vs {baseline} ({gain})", xlabel,
                           "score (success rate, Wilson 95%)", legend=False)
-    return overlay.opts(backend="bokeh", width=max(560, 150 * len(rows)), height=380) \
-                  .opts(backend="matplotlib", fig_size=160).redim.range(score=(0, 1.05))
+    return overlay.opts(backend="bokeh", width=max(560, 150 * len(rows)), height=380, xrotation=20) \
+                  .opts(backend="matplotlib", fig_size=160, xrotation=20).redim.range(score=(0, 1))
+
+
+def per_suite(figure, df, cols: int = 1, **kwargs):
+    """``figure`` (e.g. :func:`fig_pareto`) drawn once per suite of ``df``, titled with the suite, ``cols`` panels
+    a row (3 for :func:`fig_stream`'s three panels per suite); a single suite gives that one figure."""
+    hv = _hv()
+    figs = [figure(g, title=suite, **kwargs) for suite, g in df.groupby("suite", sort=False)]
+    if not figs:
+        raise ConfigError("per_suite: no finished episodes in the given runs")
+    return figs[0] if len(figs) == 1 else hv.Layout(figs).cols(cols)
 
 
 def save(fig, stem: str | Path, formats=("png", "pdf", "html"), resources: str = "cdn") -> list[Path]:

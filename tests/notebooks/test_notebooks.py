@@ -204,3 +204,47 @@ def test_09_one_vs_per_task_smoke(tmp_path):
     assert families == {"toy", "dbbench"}                                  # the mix's tasks by source suite
     assert "## Chosen on dev" in (table / "gap.md").read_text()
     assert "per-family oracle" in "\n".join(_outputs(nb, "text/markdown"))
+
+
+# -- the default mode: the figure notebooks draw the published rows from results/ and run nothing -----------------
+def _text(nb) -> str:
+    return "\n".join(str(o.get("text", "")) + "".join(str(v) for v in o.get("data", {}).values())
+                     for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def _default_run(name: str, tmp_path: Path, expect: list[str], **paths) -> None:
+    """Execute ``name`` with its defaults (out_root, and ``paths`` such as figures_out, under ``tmp_path``: a run
+    would land there, the checkout's figures/ stays as committed) and check that it showed ``expect``, wrote no
+    run directory, and printed no warning."""
+    nb = _execute(name, tmp_path, out_root=str(tmp_path / "runs"), **{k: str(tmp_path / v) for k, v in paths.items()})
+    text = _text(nb)
+    for piece in expect:   # in a table, or in a plot's JSON (non-ASCII escaped there)
+        assert piece in text or json.dumps(piece)[1:-1] in text, (name, piece)
+    assert not (tmp_path / "runs").exists(), f"{name}: its default ran something"
+    assert "Warning" not in "".join(str(o.get("text", "")) for c in nb.cells if c.cell_type == "code"
+                                    for o in c.get("outputs", []) if o.get("output_type") == "stream"), name
+    assert not _outputs(nb, "image/png")                     # interactive plots, no static image
+
+
+def test_06_by_default_draws_figures_4_and_5_from_the_published_rows(tmp_path):
+    _default_run("06_cost_performance.ipynb", tmp_path,
+                 ["0.94 (34/36; 0.82–0.98)",                  # explorer_margin, TextWorld test (table)
+                  "explorer_margin · embedded · 34/36 (0.82–0.98)",   # Figure 4's legend
+                  "babyai · embedded · react · 2/35 (0.02–0.19)"],    # Figure 5's bars, per suite
+                 figures_out="figures")
+
+
+def test_07_by_default_reads_the_engineer_table_export(tmp_path):
+    _default_run("07_harness_engineer.ipynb", tmp_path,
+                 ["hint_after", "Reply with the whole hooks.py", "0.50 (3/6; 0.19–0.81)", "eng-sft"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, expect, paths", [
+    ("01_seed_bank.ipynb", ["0.30 (3/10; 0.11–0.60)", "agentfold"], {"figures_out": "figures"}),   # Table 2 goes there
+    ("05_static_vs_streaming.ipynb", ["embedded · static · 5/13 (0.18–0.64)", "0.77 (27/35; 0.61–0.88)"],
+     {"figures_out": "figures"}),
+    ("08_inspect_a_run.ipynb", ["results/full-budget-textworld-test/textworld-react"], {}),
+])
+def test_the_other_figure_notebooks_by_default_read_results(tmp_path, name, expect, paths):
+    _default_run(name, tmp_path, expect, **paths)

@@ -321,3 +321,23 @@ def test_a_kernel_that_never_answered_is_started_again_and_other_errors_are_not(
     monkeypatch.setattr(pm, "execute_notebook", never)
     assert batch._execute("nb.ipynb", "out.ipynb", {}, None, ".", None)["status"] == "failed"
     assert len(calls) == batch.KERNEL_START_TRIES
+
+
+def test_the_html_copy_drops_outputs_without_data_and_nbconvert_stays_quiet(tmp_path):
+    """HoloViews leaves an empty display_data beside each plot; nbconvert warned "Your element with mimetype(s)
+    dict_keys([]) is not able to be represented" for each (printed by every `jitlab batch --html`)."""
+    import warnings
+
+    import nbformat
+
+    from jitlab.batch import export_html
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("1")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={}),
+                    nbformat.v4.new_output("display_data", data={"text/plain": "shown"})]
+    nb.cells = [cell]
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        page = export_html(tmp_path / "nb.ipynb", tmp_path / "nb.html").read_text()
+    assert "shown" in page

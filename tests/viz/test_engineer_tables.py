@@ -26,3 +26,41 @@ def test_no_best_candidate_without_a_valid_one_or_above_the_floor(tmp_path):
     assert E.best_candidate(E.candidates(_write(tmp_path / "a", [(False, None)]))) is None
     cands = E.candidates(_write(tmp_path / "b", [(True, -0.2), (True, -0.1)]))
     assert E.best_candidate(cands)["index"] == 1 and E.best_candidate(cands, min_delta=0) is None
+
+
+# -- the committed engineer table (results/engineer-table-textworld/), what notebook 07 reads by default ----------
+def _export():
+    from jitlab.paths import repo_root
+    return repo_root() / "results" / "engineer-table-textworld"
+
+
+def test_the_engineer_table_export_reads_back_per_harness_in_the_table_order():
+    loops = E.table_loops(_export(), "react")
+    assert list(loops) == ["rules", "interventions", "embedded", "hf:runs/train/eng-sft2/adapter",
+                           "hf:runs/train/eng-grpo4/adapter"]
+    packet = E.packet(loops["rules"])                          # packet.json at the export's loop root
+    assert packet["failures"] and packet["batch"]["task_ids"]
+    cands = E.candidates(loops["rules"])
+    assert len(cands) == 4 and list(cands["wins"].notna()) == [True] * 4   # paired against the export's base run
+    best = E.best_candidate(cands)
+    run = E.candidate_run(loops["rules"], best)               # recorded under runs/, found in the export
+    assert run.parent == loops["rules"] / "round0" and (run / "run.json").is_file()
+
+
+def test_the_engineer_table_cells_give_k_over_n_with_wilson_intervals():
+    cells = E.table_cells(_export())
+    base = cells[(cells["harness"] == "react") & (cells["engineer"] == "base")].iloc[0]
+    assert base["success_batch"] == "0.50 (3/6; 0.19–0.81)" and base["success_test"] == "0.20 (2/10; 0.06–0.51)"
+    aor = cells[(cells["harness"] == "aorchestra") & (cells["engineer"] == "base")].iloc[0]
+    assert aor["success_disjoint"] == "0.17 (1/6; 0.03–0.56)"   # docs/measurements.md's row
+
+
+def test_a_packet_is_looked_for_in_the_loop_and_its_export(tmp_path):
+    import pytest
+
+    from jitlab.errors import ConfigError
+    (tmp_path / "loop" / "round0").mkdir(parents=True)
+    (tmp_path / "loop" / "round0" / "packet.json").write_text('{"failures": []}')
+    assert E.packet(tmp_path / "loop") == {"failures": []}
+    with pytest.raises(ConfigError, match="packet.json"):
+        E.packet(tmp_path)
