@@ -1,0 +1,118 @@
+"""Issue 45 (hard inputs, round four): exports that would delete their run or what a user put in ``--out``, locks
+that follow symbolic links, YAML aliases in harness files, user suites, training splits, comparisons with nothing
+to pair, damaged records, and refusals that came after work was done. Each test's docstring holds the command it
+reproduces and what happened before."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_helpers import RUN, one_line_error
+
+from jitlab.cli import main
+
+
+@pytest.fixture
+def finished_run(tmp_path, capsys):
+    out = tmp_path / "runs" / "demo"
+    assert main([*RUN, "--limit", "2", "--quiet", "--out", str(out)]) == 0
+    capsys.readouterr()
+    return out
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# -- item 1: an export onto the run itself ---------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["out-is-parent", "dot-from-inside", "folder-onto-itself", "holds-the-run"])
+def test_an_export_onto_its_own_run_is_refused_before_anything_is_written(case, finished_run, capsys, monkeypatch):
+    """jitlab export runs/demo --out runs; cd runs/demo && jitlab export . --out ..; jitlab export runs --out runs;
+    jitlab export runs/demo/inner --out runs/demo (OUT/inner... here OUT/<name> holds the run): before, run.sqlite
+    (every step, prompt and completion) was replaced by the export, exit 0."""
+    runs = finished_run.parent
+    if case == "holds-the-run":   # a run at demo/demo: its export as ./demo would hold it
+        inner = finished_run / "demo"
+        assert main([*RUN, "--limit", "1", "--quiet", "--out", str(inner)]) == 0
+        capsys.readouterr()
+        monkeypatch.chdir(finished_run)
+        argv = ["export", "demo", "--out", "."]
+    elif case == "dot-from-inside":
+        monkeypatch.chdir(finished_run)
+        argv = ["export", ".", "--out", ".."]
+    else:
+        argv = ["export", str(finished_run if case == "out-is-parent" else runs), "--out", str(runs)]
+    before = _tree(runs)
+    one_line_error(capsys, argv, "cannot export", "itself", "pass an --out folder outside it")
+    assert _tree(runs) == before
+
+
+# -- item 2: an export replaces only an export -----------------------------------------------------------------
+def test_an_export_replaces_only_a_folder_export_wrote(finished_run, tmp_path, capsys):
+    """mkdir -p res/demo && echo notes > res/demo/notes.txt; jitlab export runs/demo --out res: before, notes.txt
+    was deleted (the folder replaced by the export), exit 0. An earlier export there is still replaced; one with a
+    file added to it is not."""
+    res = tmp_path / "res"
+    (res / "demo").mkdir(parents=True)
+    (res / "demo" / "notes.txt").write_text("my notes")
+    one_line_error(capsys, ["export", str(finished_run), "--out", str(res)], f"{res / 'demo'}",
+                   "is not an export jitlab wrote", "move it away or pass another --out")
+    assert (res / "demo" / "notes.txt").read_text() == "my notes"
+    (res / "demo" / "notes.txt").unlink()
+    assert main(["export", str(finished_run), "--out", str(res)]) == 0      # an empty folder: nothing to lose
+    assert main(["export", str(finished_run), "--out", str(res)]) == 0      # its own export: replaced
+    assert sorted(p.name for p in (res / "demo").iterdir()) == ["calls.csv", "card.json", "episodes.csv", "run.json",
+                                                               "steps.csv", "summary.json"]
+    (res / "demo" / "plot.png").write_bytes(b"png")
+    capsys.readouterr()
+    one_line_error(capsys, ["export", str(finished_run), "--out", str(res)], "is not an export jitlab wrote")
+    assert (res / "demo" / "plot.png").read_bytes() == b"png"
+    assert [p.name for p in res.iterdir()] == ["demo"], "no temporary folder is left beside it"
+
+
+# -- item 7: a summary.json that contradicts the records -------------------------------------------------------
+def test_export_takes_the_summary_from_the_records_and_names_a_contradicting_file(finished_run, tmp_path):
+    """python -c '...summary["success_rate"] = 0.99...' on runs/demo/summary.json; jitlab export runs/demo --out
+    res: before, the export carried 0.99 over records of 0.00, no word."""
+    path = finished_run / "summary.json"
+    edited = {**json.loads(path.read_text()), "success_rate": 0.99, "note": "kept: a key the records do not compute"}
+    path.write_text(json.dumps(edited))
+    with pytest.warns(UserWarning, match=r"disagrees with the run's records on success_rate \(success_rate 0.99 vs 0.0\)"):
+        assert main(["export", str(finished_run), "--out", str(tmp_path / "res")]) == 0
+    exported = json.loads((tmp_path / "res" / "demo" / "summary.json").read_text())
+    assert exported["success_rate"] == 0.0 and exported["n_success"] == 0 and exported["note"] == edited["note"]
+    assert json.loads(path.read_text()) == edited                     # the run's own file is left as it was
+
+
+# -- item 13 (summary.json): valid JSON, but not a mapping -----------------------------------------------------
+def test_export_recomputes_a_summary_that_is_not_a_mapping(finished_run, tmp_path):
+    """echo '[1, 2]' > runs/demo/summary.json; jitlab export runs/demo --out res: before, TypeError: 'list' object
+    is not a mapping."""
+    (finished_run / "summary.json").write_text("[1, 2]")
+    with pytest.warns(UserWarning, match="is not a JSON mapping"):
+        assert main(["export", str(finished_run), "--out", str(tmp_path / "res")]) == 0
+    assert json.loads((tmp_path / "res" / "demo" / "summary.json").read_text())["n_episodes"] == 2
+
+
+# -- item 20: an export onto a full disk -----------------------------------------------------------------------
+def test_an_export_onto_a_full_disk_leaves_nothing_behind(tmp_path, capsys):
+    """jitlab export runs/demo --out <a 24k tmpfs>/res: before, "a file under small/res: No space left on device"
+    and small/res/demo.export-tmp left behind. An earlier export there stays whole."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24k", "tmpfs", str(small)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        one = tmp_path / "runs" / "one"
+        assert main([*RUN, "--limit", "1", "--quiet", "--out", str(one)]) == 0
+        assert main(["export", str(one), "--out", str(small / "res")]) == 0         # fits
+        old = _tree(small / "res")
+        big = tmp_path / "big" / "one"     # the same name, too big for what is left
+        assert main([*RUN, "--limit", "8", "--quiet", "--out", str(big)]) == 0
+        capsys.readouterr()
+        one_line_error(capsys, ["export", str(big), "--out", str(small / "res")], "No space left on device",
+                       "nothing half-written is left", "free space")
+        assert os.listdir(small / "res") == ["one"] and _tree(small / "res") == old
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
