@@ -41,6 +41,7 @@ from pathlib import Path
 from jitlab.compliance import compliance_summary
 from jitlab.envs.base import suite_version
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
+from jitlab.lockfile import open_lock_file
 from jitlab.paths import jitlab_commit
 from jitlab.repeats import repeat_summary
 from jitlab.stats import run_intervals
@@ -176,14 +177,15 @@ def storage_error(path: str | Path, exc: BaseException) -> StorageError:
 
 class WriterLock:
     """An exclusive ``fcntl.flock`` on the file ``path`` for as long as this object is open: one writer per run
-    directory (or bank). The holder writes its PID into the file so a second process can name it. The kernel
-    drops the lock when the holder exits (even on SIGKILL); the file stays, since removing it would race. The
-    descriptor is close-on-exec, so a child started by exec (bubblewrap, tw-make) never inherits the lock."""
+    directory (or bank). The lock file is opened without following a symbolic link and must be a regular file
+    (:func:`jitlab.lockfile.open_lock_file`). The holder writes its PID into the file so a second process can name
+    it. The kernel drops the lock when the holder exits (even on SIGKILL); the file stays, since removing it would
+    race. The descriptor is close-on-exec, so a child started by exec (bubblewrap, tw-make) never inherits the lock."""
 
     def __init__(self, path: str | Path, what: str):
         self.path = Path(path)
-        try:
-            fh = open(self.path, "a+")  # noqa: SIM115 -- held open for the lock's whole life, closed by release()
+        try:  # never through a symbolic link: its target would be overwritten with the PID (jitlab/lockfile.py)
+            fh = open_lock_file(self.path)  # held open for the lock's whole life, closed by release()
         except OSError as exc:
             raise storage_error(self.path, exc) from exc
         try:

@@ -31,6 +31,7 @@ from jitlab.jit.repair import (
 from jitlab.jit.summary import summarize_jit
 from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
+from jitlab.lockfile import check_lock_path
 from jitlab.progress import Progress
 from jitlab.repeats import samples
 from jitlab.runner import backoff, drive_episode, retry
@@ -109,6 +110,7 @@ class _JIT:
         self.backbones["gen"] = exec_bb if gen_name == cfg.backbone else LazyBackbone(gen_name, cfg.backbone_options)
         judge = cfg.judge_backbone or cfg.backbone
         self.backbones["judge"] = exec_bb if judge == cfg.backbone else LazyBackbone(judge, cfg.backbone_options)
+        check_lock_path(self.out / "bank.sqlite.lock")  # refused before the run directory is written, as run.lock is
         self.store = store or RunStore(self.out, config, new_run=cfg.new_run)
         try:  # a failure here must not keep the run's lock held in this process (a notebook would stay locked)
             if cfg.new_run or getattr(self.store, "restarted", None):  # a new run starts from B0 with an empty

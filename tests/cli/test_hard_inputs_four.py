@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import RUN, one_line_error
+from cli_helpers import REPO, RUN, one_line_error
 
 from jitlab.cli import main
 
@@ -116,3 +116,49 @@ def test_an_export_onto_a_full_disk_leaves_nothing_behind(tmp_path, capsys):
         assert os.listdir(small / "res") == ["one"] and _tree(small / "res") == old
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+# -- item 3: lock files that are symbolic links ----------------------------------------------------------------
+JIT = ["jit", "--suite", "toy", "--mode", "streaming", "--backbone", "scripted:pick-hash", "--retrieval", "bm25",
+       "--no-cache", "--quiet", "--limit", "1"]
+
+
+@pytest.mark.parametrize("lock", ["run.lock", "bank.sqlite.lock"])
+def test_a_lock_file_that_is_a_symbolic_link_is_refused_and_its_target_kept(lock, tmp_path, capsys):
+    """ln -s victim.txt runs/l/run.lock (or j/bank.sqlite.lock); jitlab run|jit ... --out runs/l: before, the run
+    went ahead and victim.txt was truncated and overwritten with the PID."""
+    victim, out = tmp_path / "victim.txt", tmp_path / "l"
+    victim.write_text("precious")
+    out.mkdir()
+    (out / lock).symlink_to(victim)
+    one_line_error(capsys, [*(RUN if lock == "run.lock" else JIT), "--limit", "1", "--out", str(out)],
+                   f"lock file {out / lock} is a symbolic link", "remove the link and rerun")
+    assert victim.read_text() == "precious"
+    assert sorted(p.name for p in out.iterdir()) == [lock], "nothing written before the refusal"
+
+
+def test_a_batch_lock_that_is_a_link_or_not_a_file_is_refused(tmp_path, monkeypatch):
+    """ln -s victim.txt bo/batch.lock; jitlab batch notebooks/00_quickstart.ipynb --grid g.yaml --out bo: before,
+    victim.txt was overwritten with the PID (and the batch ran); a FIFO or a folder as the lock is refused too."""
+
+    import jitlab.batch as batch
+    from jitlab.errors import StorageError
+    monkeypatch.setattr(batch, "_run_locked", lambda *a, **k: {"summary": {}})   # no notebook is run here
+    victim, out = tmp_path / "victim.txt", tmp_path / "bo"
+    victim.write_text("precious")
+    out.mkdir()
+    cfg = batch.BatchConfig(notebook=str(REPO / "notebooks" / "00_quickstart.ipynb"), grid="", out=str(out))
+    (out / "batch.lock").symlink_to(victim)
+    with pytest.raises(StorageError, match="is a symbolic link"):
+        batch.run_batch(cfg, combos=[{"limit": 1}])
+    assert victim.read_text() == "precious"
+    (out / "batch.lock").unlink()
+    os.mkfifo(out / "batch.lock")
+    with pytest.raises(StorageError, match="is not a regular file"):
+        batch.run_batch(cfg, combos=[{"limit": 1}])
+    (out / "batch.lock").unlink()
+    (out / "batch.lock").mkdir()
+    with pytest.raises(StorageError, match="is a directory"):
+        batch.run_batch(cfg, combos=[{"limit": 1}])
+    (out / "batch.lock").rmdir()
+    assert batch.run_batch(cfg, combos=[{"limit": 1}]) == {"summary": {}}     # a plain lock file works as before
