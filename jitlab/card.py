@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from jitlab.errors import JitlabError
-from jitlab.harness import harness_sha, read_files, resolve
+from jitlab.harness import describe_files, harness_sha, read_files, resolve
 from jitlab.store import load
 
 __all__ = ["CARD_NAME", "compute_card", "format_card", "read_card", "task_list_hash"]
@@ -45,8 +45,10 @@ def _fixed_harness(name: str, shas: list[str]) -> dict:
         return {"modules": None, "hooks": None, "modules_from": f"unknown: no harness folder {name!r} here"}
     if shas != [harness_sha(files)]:
         return {"modules": None, "hooks": None, "modules_from": f"unknown: {folder} has changed since the run (sha)"}
-    import yaml
-    modules = (yaml.safe_load(files["description.yaml"]) or {}).get("modules") or {}
+    modules = describe_files(files).get("modules")   # aliases refused: a YAML bomb is not expanded here
+    if not isinstance(modules, dict):
+        return {"modules": None, "hooks": None,
+                "modules_from": f"unknown: {folder.name}/description.yaml does not parse to a mapping of modules"}
     return {"modules": {str(k): str(v) for k, v in modules.items()},
             "hooks": sorted(set(_HOOK_DEF.findall(files.get("hooks.py", "")))),
             "modules_from": f"{folder.name}/description.yaml (sha matches the run)"}

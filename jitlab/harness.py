@@ -36,11 +36,13 @@ from pathlib import Path
 
 import yaml
 
+from jitlab import safe_yaml
 from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import package_root
 from jitlab.protocol import SLOTS
 
-__all__ = ["CASE_STUDIES", "MODULE_FILES", "SMALL_MODEL", "Harness", "case_study_names", "harness_sha", "load_harness",
+__all__ = ["CASE_STUDIES", "MODULE_FILES", "SMALL_MODEL", "Harness", "case_study_names", "describe_files", "harness_sha",
+           "load_harness",
            "read_files", "regenerate_seeds", "resolve",
            "resolve_folder", "seed_names", "seed_sources_dir", "small_model_names"]
 
@@ -217,13 +219,25 @@ _FILE_OF = {v: k for k, v in _KEY.items()}
 
 
 def _load_yaml(files: dict[str, str], name: str) -> dict:
+    """A harness YAML file as a mapping, aliases refused (jitlab/safe_yaml.py); HarnessError naming the file."""
     try:
-        data = yaml.safe_load(files[name]) or {}
+        data = safe_yaml.load(files[name]) or {}
     except yaml.YAMLError as exc:
-        raise HarnessError(f"invalid YAML: {exc}", file=name, kind="parse_error") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise HarnessError(f"invalid YAML{where}: {getattr(exc, 'problem', None) or exc}", file=name,
+                           kind="parse_error") from exc
     if not isinstance(data, dict):
         raise HarnessError(f"must be a mapping, got {type(data).__name__}", file=name, kind="parse_error")
     return data
+
+
+def describe_files(files: dict[str, str]) -> dict:
+    """description.yaml of a file set as a dict ({} when absent, not YAML, using an alias or not a mapping)."""
+    try:
+        return _load_yaml({"description.yaml": "", **files}, "description.yaml")
+    except HarnessError:
+        return {}
 
 
 _LOAD_LOCK = threading.Lock()

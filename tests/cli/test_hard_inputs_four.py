@@ -11,6 +11,7 @@ import pytest
 from cli_helpers import REPO, RUN, one_line_error
 
 from jitlab.cli import main
+from jitlab.sandbox import probe
 
 
 @pytest.fixture
@@ -162,3 +163,45 @@ def test_a_batch_lock_that_is_a_link_or_not_a_file_is_refused(tmp_path, monkeypa
         batch.run_batch(cfg, combos=[{"limit": 1}])
     (out / "batch.lock").rmdir()
     assert batch.run_batch(cfg, combos=[{"limit": 1}]) == {"summary": {}}     # a plain lock file works as before
+
+
+# -- item 4: a YAML alias bomb in a harness's description.yaml ---------------------------------------------------
+def _bomb(levels: int) -> str:
+    """``levels`` of nine aliases each: 9**levels leaves from a few hundred bytes (4 levels here: small enough that
+    main expands it in the test without running out of memory)."""
+    lines = ["name: bomb", 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join([*lines, f"modules: {{M: *l{levels - 1}, P: p, F: f, A: a}}", ""])
+
+
+def test_yaml_aliases_in_harness_files_are_refused_not_expanded():
+    """The parent's readers of description.yaml (retrieval's describe_files, the bank, the harness card) and the
+    harness loader: before, aliases were resolved, and the card's str() of a 342-byte bomb grew until memory ran
+    out. The same YAML without aliases still loads."""
+    from jitlab.errors import HarnessError
+    from jitlab.harness import _load_yaml
+    from jitlab.jit.generate.base import describe_files
+    bomb = _bomb(4)
+    assert describe_files({"description.yaml": bomb}) == {}
+    with pytest.raises(HarnessError, match="line 3, column .*the alias \\*l0: YAML aliases are not allowed"):
+        _load_yaml({"prompt.yaml": "a: &x hi\nb: *x\n"} | {"description.yaml": bomb}, "description.yaml")
+    with pytest.raises(HarnessError, match="aliases are not allowed"):
+        _load_yaml({"prompt.yaml": "system: &x hi\nuser: *x\n"}, "prompt.yaml")
+    assert describe_files({"description.yaml": "name: x\nmodules: &m {M: a}\n"})["modules"] == {"M": "a"}
+
+
+@pytest.mark.skipif(not probe()[0], reason="bubblewrap sandbox unavailable")
+def test_an_alias_bomb_harness_fails_its_episode_and_its_export_card_says_unknown(tmp_path, capsys):
+    """jitlab harnesses export react --out hb; <bomb> > hb/description.yaml; jitlab run --harness hb ...; jitlab
+    export runs/b --out res: before, the run went ahead and export's card expanded the bomb (MemoryError at 4 GB
+    after ~50 s under a cap; unbounded without)."""
+    from jitlab.store import load
+    folder, out = tmp_path / "hb", tmp_path / "runs" / "b"
+    assert main(["harnesses", "export", "react", "--out", str(folder)]) == 0
+    (folder / "description.yaml").write_text(_bomb(4))
+    assert main([*RUN[:3], "--harness", str(folder), *RUN[5:], "--limit", "1", "--quiet", "--out", str(out)]) == 0
+    episode = load(out)["episodes"].iloc[0]
+    assert episode["status"] == "harness_error" and "YAML aliases are not allowed" in episode["error"]
+    assert main(["export", str(out), "--out", str(tmp_path / "res")]) == 0
+    card = json.loads((tmp_path / "res" / "b" / "card.json").read_text())
+    assert card["modules"] is None and "description.yaml does not parse" in card["modules_from"]
