@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite, make_env
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import REPEATS_MAX, RETRIES_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.harness import harness_sha, load_harness, read_files, resolve, seed_bank_dir
@@ -130,11 +130,12 @@ def _agent_factory(cfg: RunConfig, suite):
 def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed: int, on_step=None) -> EpisodeResult:
     """One episode of ``task``, as ``jitlab run`` and ``jitlab jit`` both drive it: make the environment and the
     agent (``make_agent(env)``), run the episode loop, close both. An InfraError anywhere (a game that cannot be
-    generated, a sandbox that cannot start) becomes an ``infra_error`` result, which the caller retries and
-    never counts as a task failure; the caller's episode row is therefore always finished."""
+    generated, a ``make_env`` that raises, a sandbox that cannot start) becomes an ``infra_error`` result with its
+    error, which the caller retries and never counts as a task failure, and the run goes on to the next task; the
+    caller's episode row is therefore always finished."""
     env = agent = None
     try:
-        env = suite.make_env(task)
+        env = make_env(suite, task)
         agent = make_agent(env)
         result = run_episode(env, agent, llm, budget, seed, on_step=on_step)
     except InfraError as exc:
@@ -265,7 +266,7 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
 
 def _slice(cfg: RunConfig, suite) -> list:
     """The tasks ``cfg`` runs (``limit`` of its split and family from ``offset``); ConfigError when there are none."""
-    every = suite.tasks(cfg.split, cfg.family)
+    every = checked_tasks(suite, cfg.split, cfg.family)
     tasks = every[cfg.offset:][: cfg.limit]
     if not tasks:
         past = f" from offset {cfg.offset} (it has {len(every)}); lower --offset" if every else ""

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.errors import ConfigError
 from jitlab.fields import CANDIDATES_MAX, ROUNDS_MAX, SEED_MAX, STEPS_MAX, WORKERS_MAX, check_fields
 from jitlab.harness import read_files, resolve
@@ -100,7 +100,7 @@ class EngineerConfig:
 
 
 def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
-    tasks = get_suite(cfg.suite).tasks(split, cfg.family)[start: start + n]
+    tasks = checked_tasks(get_suite(cfg.suite), split, cfg.family)[start: start + n]
     if not tasks:
         raise ConfigError(f"no {split} tasks {start}..{start + n - 1} in suite {cfg.suite} family {cfg.family}; "
                           "lower --offset/--batch")
@@ -115,7 +115,7 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
     new one). Returns the run's summary with ``episodes``: {(task id, seed): success}, ``harness_sha`` and ``run_dir``."""
     from jitlab.selection import successes
     split, ids = tasks[0].split, [t.id for t in tasks]
-    index = {t.id: i for i, t in enumerate(get_suite(cfg.suite).tasks(split, cfg.family))}
+    index = {t.id: i for i, t in enumerate(checked_tasks(get_suite(cfg.suite), split, cfg.family))}
     at = sorted(index.get(i, -1) for i in ids)  # in any order: a packet lists its task ids sorted by name
     if at[0] < 0 or at != list(range(at[0], at[0] + len(ids))):
         raise ConfigError(f"run_batch: tasks {', '.join(ids)} are not a contiguous slice of suite {cfg.suite} "

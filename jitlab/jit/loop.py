@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
 from jitlab.jit.bank import Bank, BankConfig, Evaluation
@@ -98,7 +98,7 @@ class _JIT:
         cfg.check()
         self.cfg = cfg
         self.suite = get_suite(cfg.suite)
-        self.tasks = self.suite.tasks(cfg.split, cfg.family)[: cfg.limit]
+        self.tasks = checked_tasks(self.suite, cfg.split, cfg.family)[: cfg.limit]
         if not self.tasks:
             raise ConfigError(f"no tasks in suite {cfg.suite} split {cfg.split} family {cfg.family}")
         self.out = Path(cfg.out) if cfg.out else default_out(cfg)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jitlab.sandbox
+from jitlab.envs.base import make_env
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha
 from jitlab.runtime import Budget, run_episode
@@ -152,7 +153,7 @@ def validate_files(files: dict[str, str], dev_task, suite, llm, config: RepairCo
                           isolation=result.isolation)
     if config.smoke_steps <= 0:
         return Validation(True, "passed", sha, None, time.perf_counter() - start, isolation=result.isolation)
-    env = suite.make_env(dev_task)
+    env = make_env(suite, dev_task)
     agent = jitlab.sandbox.SandboxedAgent(folder, llm, config.sandbox())
     try:
         episode = run_episode(env, agent, llm, Budget(config.smoke_steps, config.smoke_max_tokens, config.smoke_wall_s),

@@ -205,3 +205,98 @@ def test_an_alias_bomb_harness_fails_its_episode_and_its_export_card_says_unknow
     assert main(["export", str(out), "--out", str(tmp_path / "res")]) == 0
     card = json.loads((tmp_path / "res" / "b" / "card.json").read_text())
     assert card["modules"] is None and "description.yaml does not parse" in card["modules_from"]
+
+
+# -- items 5, 9, 12: user suites by dotted path ------------------------------------------------------------------
+USER_SUITES = '''"""Hostile user suites (TEST DOUBLES of the toy suite) for issue 45."""
+import dataclasses
+
+from jitlab.envs.toy import ToyEnv, ToySuite
+
+
+class Dup(ToySuite):
+    def tasks(self, split="dev", family=None):
+        tasks = super().tasks(split, family)[:3]
+        return [*tasks, tasks[0]]
+
+
+class ZeroSteps(ToySuite):
+    def tasks(self, split="dev", family=None):
+        return [dataclasses.replace(t, max_steps=-1 if i else 0) for i, t in enumerate(super().tasks(split, family))]
+
+
+class Raises(ToySuite):
+    def __init__(self):
+        raise RuntimeError("boom in __init__")
+
+
+class NoneTasks(ToySuite):
+    def tasks(self, split="dev", family=None):
+        return None
+
+
+class NotSpecs(ToySuite):
+    def tasks(self, split="dev", family=None):
+        return ["toy-dev-0", "toy-dev-1"]
+
+
+class NotASuite:
+    pass
+
+
+class BadEnv(ToySuite):
+    def make_env(self, spec):
+        if spec.id == "toy-dev-1":
+            raise RuntimeError("make_env boom")
+        return ToyEnv(spec)
+'''
+
+
+@pytest.fixture
+def user_suites(tmp_path_factory, monkeypatch):
+    folder = tmp_path_factory.getbasetemp() / "h45_suites"
+    folder.mkdir(exist_ok=True)
+    (folder / "h45_suites.py").write_text(USER_SUITES)
+    monkeypatch.syspath_prepend(str(folder))
+    return "h45_suites"
+
+
+@pytest.mark.parametrize("command", ["run", "jit"])
+@pytest.mark.parametrize("suite, needle", [
+    ("Dup", "duplicate task ids 'toy-dev-0' (2x)"),                                  # item 5
+    ("ZeroSteps", "max_steps must be an integer >= 1, got toy-dev-0 (0), toy-dev-1 (-1)"),   # item 9
+    ("Raises", "Raises() raised RuntimeError: boom in __init__"),                    # item 12
+    ("NoneTasks", "tasks() returned NoneType, not a list of TaskSpec"),
+    ("NotSpecs", "tasks() returned item 0 (str), item 1 (str), not TaskSpec"),
+    ("NotASuite", "not a suite (no tasks or make_env method)"),
+    ("Missing", "module h45_suites has no 'Missing'"),
+])
+def test_a_bad_user_suite_is_one_line_before_anything_is_written(command, suite, needle, user_suites, tmp_path, capsys):
+    """jitlab run|jit --suite h45_suites:<Suite> ...: before, Dup ran 3 of its 4 tasks (the repeated id skipped as
+    done), ZeroSteps recorded 0-step episodes as ok, exit 0; the others ended in a traceback (TypeError,
+    AttributeError, RuntimeError), NotSpecs leaving a run.sqlite."""
+    out = tmp_path / "u"
+    argv = [*RUN, "--limit", "4"] if command == "run" else JIT
+    argv = [a if a != "toy" else f"{user_suites}:{suite}" for a in argv]
+    one_line_error(capsys, [*argv, "--out", str(out)], needle)
+    assert not out.exists()
+
+
+def test_a_user_suite_that_cannot_be_imported_is_one_line(tmp_path, capsys):
+    """jitlab run --suite nosuchmodule:Suite ...: before, ModuleNotFoundError traceback."""
+    one_line_error(capsys, [*RUN[:2], "nosuchmodule_h45:Suite", *RUN[3:], "--out", str(tmp_path / "u")],
+                   "no module 'nosuchmodule_h45' to import", "PYTHONPATH")
+
+
+def test_a_make_env_that_raises_fails_that_episode_and_the_run_goes_on(user_suites, tmp_path, capsys):
+    """jitlab run --suite h45_suites:BadEnv --limit 3 ...: before, the RuntimeError stopped the whole run (a
+    traceback) and left toy-dev-1 stuck as `running`."""
+    from jitlab.store import load
+    out = tmp_path / "u"
+    argv = [a if a != "toy" else f"{user_suites}:BadEnv" for a in RUN]
+    assert main([*argv, "--limit", "3", "--quiet", "--out", str(out)]) == 1       # a task left unfinished
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "make_env(toy-dev-1) failed: RuntimeError: make_env boom" in err
+    eps = load(out)["episodes"]
+    assert set(eps.loc[eps["task_id"] == "toy-dev-1", "status"]) == {"infra_error"}
+    assert sorted(eps.loc[eps["final"], "task_id"]) == ["toy-dev-0", "toy-dev-2"]
