@@ -300,3 +300,34 @@ def test_a_make_env_that_raises_fails_that_episode_and_the_run_goes_on(user_suit
     eps = load(out)["episodes"]
     assert set(eps.loc[eps["task_id"] == "toy-dev-1", "status"]) == {"infra_error"}
     assert sorted(eps.loc[eps["final"], "task_id"]) == ["toy-dev-0", "toy-dev-2"]
+
+
+# -- items 6 and 14 (baseline_options): the pipeline's evidence and evaluation splits -----------------------------
+PIPELINE = "suite: toy\nexecutor: scripted:pick-first\nseeds: [react]\nbaseline_limit: 1\neval_limit: 1\n"
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ("baseline_split: dev\neval_split: dev\n", "eval_split dev is also where the policies' evidence comes from "
+                                               "(baseline_split dev, data1 splits dev, stage3 split dev)"),
+    ("baseline_split: dev\neval_split: dev\ndata1: {splits: [train]}\nstage3: {split: train}\n", "(baseline_split dev)"),
+    ("baseline_split: train\neval_split: dev\nstage3: {split: train}\n", "(data1 splits dev)"),
+    ("baseline_options: {split: test}\n", "baseline_options: split is set by the pipeline (baseline_split)"),
+    ("eval_options: {limit: 3}\n", "eval_options: limit is set by the pipeline (eval_limit)"),
+])
+def test_a_pipeline_that_would_evaluate_on_its_evidence_or_set_a_split_twice_is_refused(extra, needle, tmp_path,
+                                                                                      capsys):
+    """jitlab train pipeline --config c.yaml (baseline_split: dev, eval_split: dev) --out p: before, accepted (the
+    evaluation ran on the tasks the evidence came from); baseline_options: {split: test}: TypeError: run_grid() got
+    multiple values for keyword argument 'split', after pipeline.json was written."""
+    config = tmp_path / "c.yaml"
+    config.write_text(PIPELINE + extra)
+    one_line_error(capsys, ["train", "pipeline", "--config", str(config), "--out", str(tmp_path / "p"), "--steps",
+                            "baselines"], needle)
+    assert not (tmp_path / "p").exists()
+
+
+def test_evaluating_on_dev_is_accepted_when_every_evidence_split_is_train(tmp_path):
+    from jitlab.train.pipeline import PipelineConfig, evidence_splits
+    cfg = PipelineConfig(suite="toy", executor="scripted:pick-first", eval_split="dev", data1={"splits": ["train"]},
+                         stage3={"split": "train"})
+    assert evidence_splits(cfg) == {"baseline_split": ["train"], "data1 splits": ["train"], "stage3 split": ["train"]}
