@@ -116,6 +116,11 @@ def read_files(folder: str | Path) -> dict[str, str]:
     if missing:
         raise HarnessError(f"harness folder {folder} is missing {', '.join(missing)} "
                            f"(a harness needs {', '.join(HARNESS_FILES)})", file=missing[0], kind="import_error")
+    odd = [f for f in OPTIONAL_FILES if (folder / f).exists() and not (folder / f).is_file()]
+    if odd:  # an optional file that is a folder (or a FIFO) is a mistake, not "no hooks"
+        raise HarnessError(f"{folder / odd[0]} is {'a directory' if (folder / odd[0]).is_dir() else 'not a regular file'}"
+                           f", not a file; {odd[0]} is optional: make it a file, or move it away", file=odd[0],
+                           kind="import_error")
     names = list(HARNESS_FILES) + [f for f in OPTIONAL_FILES if (folder / f).is_file()]
     sizes = {name: (folder / name).stat().st_size for name in names}
     for name, size in sizes.items():

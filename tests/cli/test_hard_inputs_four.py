@@ -331,3 +331,27 @@ def test_evaluating_on_dev_is_accepted_when_every_evidence_split_is_train(tmp_pa
     cfg = PipelineConfig(suite="toy", executor="scripted:pick-first", eval_split="dev", data1={"splits": ["train"]},
                          stage3={"split": "train"})
     assert evidence_splits(cfg) == {"baseline_split": ["train"], "data1 splits": ["train"], "stage3 split": ["train"]}
+
+
+# -- item 10: hooks.py ---------------------------------------------------------------------------------------------
+def test_a_bad_pre_action_is_blamed_on_hooks_py_and_a_hooks_folder_is_refused(tmp_path, capsys):
+    """hooks.py whose pre_action returns "go east"; jitlab run --harness hh ...: before, the episode's error and
+    diagnostic named action.py ("Action.act returned str"). mkdir hh/hooks.py: before, ignored (the run went ahead
+    without hooks)."""
+    from jitlab.store import load
+    folder = tmp_path / "hh"
+    assert main(["harnesses", "export", "react", "--out", str(folder)]) == 0
+    (folder / "hooks.py").write_text("class Hooks:\n    def pre_action(self, ctx, context, decision):\n"
+                                     "        return 'go east'\n")
+    argv = [*RUN[:3], "--harness", str(folder), *RUN[5:], "--isolation", "none", "--allow-unisolated", "--limit", "1",
+            "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "r1")]) == 0
+    episode = load(tmp_path / "r1")["episodes"].iloc[0]
+    assert episode["status"] == "harness_error"
+    assert "Hooks.pre_action returned str, expected a Decision or None" in episode["error"]
+    assert json.loads(episode["diagnostic"])["file"] == "hooks.py"
+    (folder / "hooks.py").unlink()
+    (folder / "hooks.py").mkdir()
+    capsys.readouterr()
+    one_line_error(capsys, [*argv, "--out", str(tmp_path / "r2")], f"{folder / 'hooks.py'} is a directory, not a file")
+    assert not (tmp_path / "r2").exists()
