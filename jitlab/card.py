@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from pathlib import Path
 
 from jitlab.errors import JitlabError
@@ -103,10 +104,18 @@ def compute_card(frames: dict) -> dict:
 
 
 def read_card(run_dir: str | Path) -> dict:
-    """The card of a run directory or export: its ``card.json`` if it has one, else computed from its records."""
+    """The card of a run directory or export: its ``card.json`` if it has one, else computed from its records. A
+    damaged ``card.json`` (not JSON, not a mapping, missing or mistyped fields: one :func:`format_card` cannot
+    print) is named in a warning and the card computed from the records instead."""
     path = Path(run_dir) / CARD_NAME
     if path.is_file():
-        return {**json.loads(path.read_text()), "card_from": f"{CARD_NAME} written by jitlab export"}
+        try:
+            card = {**json.loads(path.read_text()), "card_from": f"{CARD_NAME} written by jitlab export"}
+            format_card(card)   # the fields it prints are there, with their types
+            return card
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+            warnings.warn(f"{path} is damaged ({type(exc).__name__}: {exc}); its card is computed from the records "
+                          "instead (export the run again to rewrite it)", stacklevel=2)
     return compute_card(load(run_dir))
 
 

@@ -355,3 +355,49 @@ def test_a_bad_pre_action_is_blamed_on_hooks_py_and_a_hooks_folder_is_refused(tm
     capsys.readouterr()
     one_line_error(capsys, [*argv, "--out", str(tmp_path / "r2")], f"{folder / 'hooks.py'} is a directory, not a file")
     assert not (tmp_path / "r2").exists()
+
+
+# -- item 13: damaged card.json, batch manifest.json, compliance records --------------------------------------------
+@pytest.mark.parametrize("text", ["{not json", "", "[1, 2]", '{"harness": "react", "budgets": "none", "decoding": 3}'])
+def test_a_damaged_card_is_recomputed_from_the_records_with_a_warning(text, finished_run, tmp_path, capsys):
+    """printf '[1, 2]' > res/demo/card.json (corrupt, empty, a list, wrong types); jitlab figures --runs res: before,
+    JSONDecodeError / TypeError / KeyError after the figures were drawn."""
+    res = tmp_path / "res"
+    assert main(["export", str(finished_run), "--out", str(res)]) == 0
+    (res / "demo" / "card.json").write_text(text)
+    with pytest.warns(UserWarning, match="card.json is damaged"):
+        assert main(["figures", "--runs", str(res), "--out", str(tmp_path / "figs")]) == 0
+    assert "budgets: max_steps each task's own" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"runs": [3]}', '{"runs": [{"status": "ok"}]}'])
+def test_a_damaged_batch_manifest_is_one_line_and_kept(text, tmp_path, capsys):
+    """printf '[1, 2]' > bo/manifest.json; jitlab batch notebooks/00_quickstart.ipynb --grid g.yaml --out bo: before,
+    JSONDecodeError / AttributeError / TypeError traceback."""
+    grid, out = tmp_path / "g.yaml", tmp_path / "bo"
+    grid.write_text("limit: [1]\n")
+    out.mkdir()
+    (out / "manifest.json").write_text(text)
+    one_line_error(capsys, ["batch", str(REPO / "notebooks" / "00_quickstart.ipynb"), "--grid", str(grid), "--out",
+                            str(out)], f"{out / 'manifest.json'} is damaged", "move it away")
+    assert (out / "manifest.json").read_text() == text
+
+
+def test_damaged_compliance_records_are_left_out_with_one_warning(finished_run, tmp_path, capsys):
+    """UPDATE steps SET compliance='{broken' WHERE step=2 in runs/demo/run.sqlite; jitlab show runs/demo
+    --compliance | jitlab export runs/demo: before, json.decoder.JSONDecodeError traceback."""
+    import sqlite3
+    import warnings
+    db = sqlite3.connect(finished_run / "run.sqlite")
+    db.execute("UPDATE steps SET compliance='{broken' WHERE step=2")
+    db.execute("UPDATE steps SET compliance='[1]' WHERE step=3")
+    db.commit()
+    db.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["show", str(finished_run), "--compliance"]) == 0
+    said = [str(w.message) for w in caught if "compliance record" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith("4 step compliance record(s) are not JSON mappings"), said
+    out = capsys.readouterr().out
+    assert f"compliance in {finished_run} (12 steps)" in out
+    assert main(["export", str(finished_run), "--out", str(tmp_path / "res")]) == 0
