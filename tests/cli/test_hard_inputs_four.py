@@ -401,3 +401,17 @@ def test_damaged_compliance_records_are_left_out_with_one_warning(finished_run, 
     out = capsys.readouterr().out
     assert f"compliance in {finished_run} (12 steps)" in out
     assert main(["export", str(finished_run), "--out", str(tmp_path / "res")]) == 0
+
+
+# -- items 14 (seed) and 16 (the JIT's seed): a seed range past the largest seed --------------------------------------
+@pytest.mark.parametrize("command", ["run", "jit"])
+def test_a_repeat_past_the_largest_seed_is_refused_before_any_repeat_runs(command, tmp_path, capsys):
+    """jitlab run|jit ... --seed 9223372036854775807 --repeat 2 --backbone-option temperature=0.7: before, run's
+    OverflowError (Python int too large to convert to SQLite INTEGER) left a run directory; jit refused only after
+    its first repeat had run (seed9223372036854775807/ left)."""
+    out = tmp_path / "o"
+    argv = [*(RUN if command == "run" else JIT), "--limit", "1", "--seed", str(2 ** 63 - 1), "--repeat", "2",
+            "--backbone-option", "temperature=0.7", "--out", str(out)]
+    one_line_error(capsys, argv, f"plays seeds up to {2 ** 63}, past the largest seed {2 ** 63 - 1}",
+                   f"lower --seed to at most {2 ** 63 - 2}")
+    assert not out.exists()
