@@ -5,6 +5,7 @@ reproduces and what happened before."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -415,3 +416,37 @@ def test_a_repeat_past_the_largest_seed_is_refused_before_any_repeat_runs(comman
     one_line_error(capsys, argv, f"plays seeds up to {2 ** 63}, past the largest seed {2 ** 63 - 1}",
                    f"lower --seed to at most {2 ** 63 - 2}")
     assert not out.exists()
+
+
+# -- item 15: output piped into a reader that stops early ------------------------------------------------------------
+def _reader_gone(argv, cwd) -> tuple[int, str]:
+    """``jitlab ARGV | head -0``: jitlab's standard output is a pipe whose reader has already exited, so its first
+    write fails as it would after ``head -1`` read its line. Returns jitlab's exit code and stderr."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "jitlab.cli", *argv], stdout=write, stderr=subprocess.PIPE,
+                              text=True, env=env, cwd=cwd, timeout=120)
+    finally:
+        os.close(write)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("command", ["show", "suites", "compare"])
+def test_a_read_command_piped_into_head_ends_quietly(command, finished_run, tmp_path):
+    """jitlab show runs/demo | head (jitlab suites | head, jitlab compare ... | head): before, "jitlab: error: a file
+    jitlab read or wrote: Broken pipe", exit 2."""
+    argv = {"show": ["show", str(finished_run)], "suites": ["suites"],
+            "compare": ["compare", str(finished_run), str(finished_run)]}[command]
+    assert _reader_gone(argv, tmp_path) == (0, "")
+
+
+def test_a_run_whose_reader_has_gone_says_it_stopped(tmp_path):
+    """jitlab run ... | head -0 (the run prints its progress): it stops with one line, exit 141 (as a writer stopped
+    by its pipe), and the rerun resumes."""
+    out = tmp_path / "r"
+    rc, err = _reader_gone([*RUN, "--limit", "2", "--out", str(out)], tmp_path)
+    assert rc == 141 and err.strip().splitlines() == ["jitlab: stopped: the program reading its output exited (broken "
+                                                      "pipe); what finished is recorded: rerun the same command to resume"]
+    assert main([*RUN, "--limit", "2", "--quiet", "--out", str(out)]) == 0
