@@ -43,12 +43,14 @@ from jitlab.sandbox import SandboxConfig, SandboxedAgent
 from jitlab.sandbox.runner import require_isolation
 from jitlab.store import FINAL, RunStore, summarize
 
-__all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry", "run",
-           "run_summarized"]
+__all__ = ["IMPLIED", "RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry",
+           "run", "run_summarized"]
 
 # fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
 # (so a run stopped by its spend cap resumes with a higher one)
 _NOT_FINGERPRINTED = ("out", "concurrency", "new_run", "retries", "quiet", "max_cost", "max_tokens_total")
+# fields a fingerprint leaves out at the value runs had before the field existed (what their absence stands for)
+IMPLIED = {"offset": 0, "repeat": 1}
 
 
 @dataclass
@@ -95,8 +97,8 @@ class RunConfig:
 
     def fingerprinted(self) -> dict:
         fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
-        for name, default in (("offset", 0), ("repeat", 1)):  # run directories made before these fields existed
-            if fp[name] == default:                               # have no such key and must still resume
+        for name, value in IMPLIED.items():  # run directories made before these fields existed have no such key
+            if fp[name] == value:              # and must still resume
                 del fp[name]
         return fp
 
@@ -217,7 +219,8 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None,
         raise ConfigError(f"run: the shared backbone is {backbone.id}, the config names {cfg.backbone}; pass its own")
     budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
     cache = default_cache() if cfg.cache else None
-    store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
+    store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run,  # last: it locks `out`
+                     implied=IMPLIED)
     if spend is None:
         spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
     todo = sum(store.status_of(sha, t.id, seed)[0] not in FINAL for t, seed in episodes)

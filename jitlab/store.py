@@ -251,7 +251,10 @@ class RunStore:
     """The single writer of one run directory (``run.lock``, see the module docstring). Thread-safe (one
     connection behind a lock)."""
 
-    def __init__(self, run_dir: str | Path, config: dict, new_run: bool = False):
+    def __init__(self, run_dir: str | Path, config: dict, new_run: bool = False, implied: dict | None = None):
+        """``implied``: the value a key left out of a config stands for (a field a config leaves out when it holds
+        the value runs had before the field existed, so those runs resume); a config change names it so."""
+        self.implied = dict(implied or {})
         self.dir = make_dir(run_dir)
         self._writer = WriterLock(self.dir / LOCK_NAME, f"run directory {self.dir}")
         self.path = self.dir / DB_NAME
@@ -337,7 +340,9 @@ class RunStore:
                                        FINAL).fetchone()[0]
             if not finished:  # nothing to resume: a refused first attempt must not block the corrected command
                 raise _Unstarted
-            diffs = [f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(old) | set(config))
+            def said(cfg, k):
+                return repr(cfg[k]) if k in cfg else repr(self.implied[k]) if k in self.implied else "None"
+            diffs = [f"{k}: {said(old, k)} -> {said(config, k)}" for k in sorted(set(old) | set(config))
                      if old.get(k) != config.get(k)]
             raise ConfigDrift(f"{self.dir} was started with a different config ({'; '.join(diffs)}). "
                               "Rerun with the original settings to resume, or pass --new-run to start over "

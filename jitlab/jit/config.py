@@ -24,12 +24,15 @@ from jitlab.llm.base import check_name
 from jitlab.llm.pricing import known_price
 from jitlab.runtime import EPISODE_MAX_TOKENS, EPISODE_MAX_WALL_S
 
-__all__ = ["MODES", "PHASES", "JITConfig", "cost_estimate", "default_out"]
+__all__ = ["IMPLIED", "MODES", "PHASES", "JITConfig", "cost_estimate", "default_out"]
 
 MODES = ("static", "streaming")
 PHASES = ("generate", "select", "repair", "execute")
 # how fast a run goes or when it stops, not what it computes (a run stopped by its spend cap resumes with more)
 _NOT_FINGERPRINTED = ("out", "new_run", "retries", "quiet", "concurrency", "max_cost", "max_tokens_total", "executor")
+# fields a fingerprint leaves out at the value runs had before the field existed (what their absence stands for;
+# option_evidence: runs before it used the references' evidence)
+IMPLIED = {"repeat": 1, "bank_rule": "dominance", "option_evidence": "references"}
 
 
 @dataclass
@@ -117,9 +120,8 @@ class JITConfig:
 
     def fingerprinted(self) -> dict:
         fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
-        # run directories made before these fields existed must still resume (option_evidence: with 'references')
-        for name, default in (("repeat", 1), ("bank_rule", "dominance"), ("option_evidence", "references")):
-            if fp[name] == default:
+        for name, value in IMPLIED.items():  # run directories made before these fields existed must still resume
+            if fp[name] == value:
                 del fp[name]
         return fp
 

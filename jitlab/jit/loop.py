@@ -13,7 +13,7 @@ from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
 from jitlab.jit.bank import Bank, BankConfig, Evaluation
-from jitlab.jit.config import PHASES, JITConfig, cost_estimate, default_out
+from jitlab.jit.config import IMPLIED, PHASES, JITConfig, cost_estimate, default_out
 from jitlab.jit.generate import evidence, get_generator, rank, references
 from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.generate.library import choices_of, modules_of
@@ -111,7 +111,7 @@ class _JIT:
         judge = cfg.judge_backbone or cfg.backbone
         self.backbones["judge"] = exec_bb if judge == cfg.backbone else LazyBackbone(judge, cfg.backbone_options)
         check_lock_path(self.out / "bank.sqlite.lock")  # refused before the run directory is written, as run.lock is
-        self.store = store or RunStore(self.out, config, new_run=cfg.new_run)
+        self.store = store or RunStore(self.out, config, new_run=cfg.new_run, implied=IMPLIED)
         try:  # a failure here must not keep the run's lock held in this process (a notebook would stay locked)
             if cfg.new_run or getattr(self.store, "restarted", None):  # a new run starts from B0 with an empty
                 # repair log (also when the store set aside an unstarted run of another config); the old stay beside

@@ -450,3 +450,21 @@ def test_a_run_whose_reader_has_gone_says_it_stopped(tmp_path):
     assert rc == 141 and err.strip().splitlines() == ["jitlab: stopped: the program reading its output exited (broken "
                                                       "pipe); what finished is recorded: rerun the same command to resume"]
     assert main([*RUN, "--limit", "2", "--quiet", "--out", str(out)]) == 0
+
+
+# -- item 17: the config-change message names the value a left-out field stands for --------------------------------
+def test_a_config_change_names_the_value_of_a_field_a_fingerprint_leaves_out(tmp_path, capsys):
+    """jitlab jit ... --out j, then the same with --bank-rule paired / --option-evidence references: before, the
+    refusal said "bank_rule: None -> 'paired'" and "option_evidence: 'bank' -> None" (the fingerprint leaves out a
+    field at the value runs had before it existed). jitlab run --offset likewise."""
+    out = tmp_path / "j"
+    assert main([*JIT, "--out", str(out)]) == 0
+    capsys.readouterr()
+    err = one_line_error(capsys, [*JIT, "--bank-rule", "paired", "--out", str(out)], "bank_rule: 'dominance' -> 'paired'")
+    assert "None" not in err
+    err = one_line_error(capsys, [*JIT, "--option-evidence", "references", "--out", str(out)],
+                         "option_evidence: 'bank' -> 'references'")
+    assert "None" not in err
+    assert main([*RUN, "--limit", "1", "--offset", "1", "--quiet", "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    one_line_error(capsys, [*RUN, "--limit", "1", "--out", str(tmp_path / "r")], "offset: 1 -> 0")
