@@ -468,3 +468,16 @@ def test_a_config_change_names_the_value_of_a_field_a_fingerprint_leaves_out(tmp
     assert main([*RUN, "--limit", "1", "--offset", "1", "--quiet", "--out", str(tmp_path / "r")]) == 0
     capsys.readouterr()
     one_line_error(capsys, [*RUN, "--limit", "1", "--out", str(tmp_path / "r")], "offset: 1 -> 0")
+
+
+# -- item 18: jitlab show of a jit --repeat folder ---------------------------------------------------------------------
+def test_show_reads_a_jit_repeat_folder(tmp_path, capsys):
+    """jitlab jit ... --repeat 2 --backbone-option temperature=0.7 --out jr; jitlab show jr: before, "jr holds no
+    run.sqlite; is it a jitlab run directory?" (the README says show reports repeats)."""
+    out = tmp_path / "jr"
+    assert main([*JIT[:-1], "2", "--repeat", "2", "--backbone-option", "temperature=0.7", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert f"{out / 'seed0'}" in shown and f"{out / 'seed1'}" in shown
+    assert f"repeats in {out}: k=2 (seeds 0..1, varies: sampling) over 2 tasks" in shown
