@@ -481,3 +481,22 @@ def test_show_reads_a_jit_repeat_folder(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert f"{out / 'seed0'}" in shown and f"{out / 'seed1'}" in shown
     assert f"repeats in {out}: k=2 (seeds 0..1, varies: sampling) over 2 tasks" in shown
+
+
+# -- item 19: a read-only $JITLAB_HOME ----------------------------------------------------------------------------------
+def test_a_read_only_jitlab_home_turns_the_cache_off_with_one_warning(tmp_path, monkeypatch, capsys):
+    """mount -t tmpfs -o ro tmpfs ro; JITLAB_HOME=ro/jitlab jitlab run --suite toy ... (the replay cache on): before,
+    "jitlab: error: ro/jitlab: Read-only file system", the run stopped before its first episode."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(ro)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        monkeypatch.setenv("JITLAB_HOME", str(ro / "jitlab"))
+        argv = [a for a in RUN if a != "--no-cache"]
+        with pytest.warns(UserWarning, match="replay cache .* failed .*Read-only file system.*continuing without the "
+                                             "cache") as said:
+            assert main([*argv, "--limit", "2", "--quiet", "--out", str(tmp_path / "r")]) == 0
+        assert len([w for w in said if "replay cache" in str(w.message)]) == 1
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], check=False)
