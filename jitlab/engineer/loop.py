@@ -99,10 +99,26 @@ class EngineerConfig:
         check_rule(self.selection, self.selection_level)
 
 
-def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
+def _slices(cfg: EngineerConfig) -> dict[str, tuple[str, int, int]]:
+    """Where each batch of the loop comes from, as (split, first task, tasks): the batch itself and, as the config
+    asks for them, the disjoint batch, the confirmation batch (after the disjoint one when both are set) and the
+    test tasks (see the module docstring)."""
+    slices = {"batch": (cfg.split, cfg.offset, cfg.batch)}
+    if cfg.disjoint:
+        slices["disjoint"] = (cfg.split, cfg.offset + cfg.batch, cfg.batch)
+    if cfg.selection == "confirm":
+        slices["confirm"] = (cfg.split, cfg.offset + cfg.batch * (2 if cfg.disjoint else 1), cfg.batch)
+    if cfg.test:
+        slices["test"] = ("test", 0, cfg.test)
+    return slices
+
+
+def _tasks(cfg: EngineerConfig, split: str, start: int, n: int, label: str = "batch") -> list:
+    """Tasks ``start .. start + n - 1`` of ``split``; ConfigError naming the batch (``label``) when there are none."""
     tasks = checked_tasks(get_suite(cfg.suite), split, cfg.family)[start: start + n]
     if not tasks:
-        raise ConfigError(f"no {split} tasks {start}..{start + n - 1} in suite {cfg.suite} family {cfg.family}; "
+        what = "" if label == "batch" else f" for the {label} batch"
+        raise ConfigError(f"no {split} tasks {start}..{start + n - 1}{what} in suite {cfg.suite} family {cfg.family}; "
                           "lower --offset/--batch")
     return tasks
 
@@ -203,7 +219,7 @@ def _select(cfg: EngineerConfig, best: _Kept, current_run: dict, current_text: s
     from jitlab.selection import judge
     confirm = None
     if cfg.selection == "confirm" and best.delta > 0:
-        tasks = _tasks(cfg, cfg.split, cfg.offset + cfg.batch * (2 if cfg.disjoint else 1), cfg.batch)
+        tasks = _tasks(cfg, *_slices(cfg)["confirm"])
         incumbent = base_folder if not current_text else out / "patches" / current_run["harness_sha"][:16]
         inc = run_batch(cfg, incumbent, tasks, rdir / "confirm" / "incumbent", backbones)
         cand = run_batch(cfg, best.record["folder"], tasks, rdir / "confirm" / best.record["sha"][:12], backbones)
@@ -236,7 +252,8 @@ def _setup(cfg: EngineerConfig, backbones: BackbonePool | None) -> _Setup:
     base_folder = resolve(cfg.harness)
     read_files(base_folder)  # a broken harness folder (a missing file, not UTF-8) is refused before out is written
     check_options(cfg.backbone, cfg.backbone_options)  # so is a bad backbone or option
-    tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
+    slices = {label: _tasks(cfg, *where, label) for label, where in _slices(cfg).items()}  # all, before any run
+    tasks = slices["batch"]
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
     return _Setup(cfg, backbones, suite, base_folder, tasks, dev_task_for(suite, tasks[0]), say)
 
@@ -306,11 +323,7 @@ def _held_out(s: _Setup, summary: dict, current_text: str, current_run: dict) ->
     """Base vs the kept patch on the ``disjoint`` and ``test`` tasks, into ``summary`` (``delta_<label>`` and
     ``runs[<label>]``); the base always runs: a table's base rows need its held-out runs too."""
     cfg, out = s.cfg, s.out
-    checks = []
-    if cfg.disjoint:
-        checks.append(("disjoint", _tasks(cfg, cfg.split, cfg.offset + cfg.batch, cfg.batch)))
-    if cfg.test:
-        checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
+    checks = [(label, _tasks(cfg, *where)) for label, where in _slices(cfg).items() if label in ("disjoint", "test")]
     for label, held in checks:
         b = run_batch(cfg, s.base_folder, held, out / label / "base", s.backbones)
         p = b if not current_text else run_batch(cfg, out / "patches" / current_run["harness_sha"][:16], held,

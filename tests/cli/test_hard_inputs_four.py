@@ -500,3 +500,18 @@ def test_a_read_only_jitlab_home_turns_the_cache_off_with_one_warning(tmp_path, 
         assert len([w for w in said if "replay cache" in str(w.message)]) == 1
     finally:
         subprocess.run(["umount", "-l", str(ro)], check=False)
+
+
+# -- item 16: the engineer's later batches are checked before its first run ----------------------------------------------
+@pytest.mark.parametrize("flags, needle", [
+    (["--batch", "5", "--selection", "confirm", "--disjoint"], "no dev tasks 10..14 for the confirm batch"),
+    (["--batch", "4", "--offset", "6", "--disjoint"], "no dev tasks 10..13 for the disjoint batch"),
+])
+def test_an_engineer_batch_past_the_end_of_the_split_is_refused_before_any_run(flags, needle, tmp_path, capsys):
+    """jitlab engineer run --suite toy ... --batch 5 --selection confirm --disjoint: before, refused with "no dev
+    tasks 10..14" only after the batch, the candidates and their validation had run (8-11 s; round0/, patches/,
+    candidates.jsonl left in --out)."""
+    out = tmp_path / "e"
+    one_line_error(capsys, ["engineer", "run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-first",
+                            "--engineer", "rules", "-k", "2", *flags, "--out", str(out)], needle)
+    assert not out.exists()
