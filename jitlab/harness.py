@@ -42,8 +42,7 @@ from jitlab.paths import package_root
 from jitlab.protocol import SLOTS
 
 __all__ = ["CASE_STUDIES", "MODULE_FILES", "SMALL_MODEL", "Harness", "case_study_names", "describe_files", "harness_sha",
-           "load_harness",
-           "read_files", "regenerate_seeds", "resolve",
+           "load_harness", "read_files", "regenerate_seeds", "resolve",
            "resolve_folder", "seed_names", "seed_sources_dir", "small_model_names"]
 
 # file -> (class it must define, methods that class must have), from the slot table (jitlab.protocol.SLOTS)

@@ -11,6 +11,9 @@
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from jitlab.cli.options import add_config_arguments, config_from_args, unfinished
 from jitlab.compliance import compliance_by_step, compliance_summary, steps_compliance
 from jitlab.envs.base import SUITES, get_suite
@@ -24,8 +27,6 @@ __all__ = ["add_run_commands", "cmd_export", "cmd_harnesses", "cmd_run", "cmd_sh
 
 
 def cmd_run(args) -> int:
-    from pathlib import Path
-
     cfg = config_from_args(RunConfig, args)
     print(f"jitlab run: {cfg.harness} on {cfg.suite}/{cfg.split} with {cfg.backbone}", flush=True)
     try:
@@ -50,9 +51,6 @@ def _print_summary(s: dict, out) -> None:
 def _repeat_folder(folder) -> tuple[list, dict] | None:
     """``(run directories, summary)`` of a ``jitlab jit --repeat`` folder (no run.sqlite of its own; its summary.json
     lists the repeats' runs, each a subfolder of it), else None."""
-    import json
-    from pathlib import Path
-
     folder = Path(folder)
     if (folder / DB_NAME).exists() or (folder / EXPORT_MARKER).exists() or not (folder / "summary.json").is_file():
         return None
@@ -212,8 +210,6 @@ def cmd_harnesses(args) -> int:
             print(f"# ==== {name} ====\n{text.rstrip()}\n")
         return 0
     if action == "export":
-        from pathlib import Path
-
         files, out = resolve_folder(args.name), Path(args.out)
         if out.exists() and any(out.iterdir()):
             raise ConfigError(f"--out {out} exists and is not empty; choose a new folder")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -103,10 +104,9 @@ def get_suite(name: str) -> Suite:
     target = SUITES.get(name, name if ":" in name else None)
     if target is None:
         raise UnknownName("suite", name, SUITES)
-    if name in SUITES:
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)()
     module, _, attr = target.partition(":")
+    if name in SUITES:
+        return getattr(importlib.import_module(module), attr)()
     where = f"--suite {name}"
     try:
         factory = getattr(importlib.import_module(module), attr, None)
@@ -153,10 +153,7 @@ def checked_tasks(suite, split: str = "dev", family: str | None = None) -> list[
     if bad:
         raise ConfigError(f"{where}: tasks() returned {', '.join(bad[:3])}{' and more' if len(bad) > 3 else ''}, "
                           "not TaskSpec (jitlab.envs.base.TaskSpec); fix the suite")
-    seen: dict[str, int] = {}
-    for t in tasks:
-        seen[t.id] = seen.get(t.id, 0) + 1
-    dup = [f"{i!r} ({n}x)" for i, n in seen.items() if n > 1]
+    dup = [f"{i!r} ({n}x)" for i, n in Counter(t.id for t in tasks).items() if n > 1]
     if dup:
         raise ConfigError(f"{where}: duplicate task ids {', '.join(dup[:5])}{' and more' if len(dup) > 5 else ''}; "
                           "each task needs its own id (an episode is identified by it: a repeated id would be "
