@@ -255,7 +255,7 @@ def _run_locked(cfg: BatchConfig, notebook: Path, combos: list[dict], out: Path,
     manifest_path = out / MANIFEST
     old = {}
     if manifest_path.exists():
-        old = {r["id"]: r for r in json.loads(manifest_path.read_text()).get("runs", [])}
+        old = _earlier_runs(manifest_path)
         left = [rid for rid, r in old.items() if r.get("status") in ("running", "pending")]
         if left:
             echo(f"jitlab batch: {len(left)} run(s) left unfinished by an earlier batch that was killed; they run again")
@@ -288,6 +288,22 @@ def _run_locked(cfg: BatchConfig, notebook: Path, combos: list[dict], out: Path,
                 run["html"] = str(export_html(run["output"], Path(cfg.html) / f"{name}.html"))
     _write_manifest(manifest_path, manifest)
     return manifest
+
+
+def _earlier_runs(path: Path) -> dict[str, dict]:
+    """The runs an earlier batch recorded in its manifest, by id; ConfigError (one line) when the file is damaged, so
+    that no finished run is taken for unrun and its output overwritten."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        data, why = None, f"{type(exc).__name__}: {exc}"
+    else:
+        why = "not a mapping with a list of runs, each with an id"
+    runs = data.get("runs", []) if isinstance(data, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in runs):
+        raise ConfigError(f"{path} is damaged ({why}); it records which runs of this batch finished: restore it, or "
+                          "move it away to run every combination again (their outputs there are then replaced)")
+    return {r["id"]: r for r in runs}
 
 
 def export_html(notebook: str | Path, path: str | Path) -> Path:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from pathlib import Path
 
 from jitlab.envs.base import MIX_PREFIX
 from jitlab.envs.mix import source_of
 from jitlab.errors import JitlabError
-from jitlab.harness import harness_sha, read_files, resolve
+from jitlab.harness import describe_files, harness_sha, read_files, resolve
 from jitlab.store import load
 
 __all__ = ["CARD_NAME", "compute_card", "format_card", "read_card", "task_list_hash"]
@@ -48,8 +49,10 @@ def _fixed_harness(name: str, shas: list[str]) -> dict:
         return {"modules": None, "hooks": None, "modules_from": f"unknown: no harness folder {name!r} here"}
     if shas != [harness_sha(files)]:
         return {"modules": None, "hooks": None, "modules_from": f"unknown: {folder} has changed since the run (sha)"}
-    import yaml
-    modules = (yaml.safe_load(files["description.yaml"]) or {}).get("modules") or {}
+    modules = describe_files(files).get("modules")   # aliases refused: a YAML bomb is not expanded here
+    if not isinstance(modules, dict):
+        return {"modules": None, "hooks": None,
+                "modules_from": f"unknown: {folder.name}/description.yaml does not parse to a mapping of modules"}
     return {"modules": {str(k): str(v) for k, v in modules.items()},
             "hooks": sorted(set(_HOOK_DEF.findall(files.get("hooks.py", "")))),
             "modules_from": f"{folder.name}/description.yaml (sha matches the run)"}
@@ -107,10 +110,18 @@ def compute_card(frames: dict) -> dict:
 
 
 def read_card(run_dir: str | Path) -> dict:
-    """The card of a run directory or export: its ``card.json`` if it has one, else computed from its records."""
+    """The card of a run directory or export: its ``card.json`` if it has one, else computed from its records. A
+    damaged ``card.json`` (not JSON, not a mapping, missing or mistyped fields: one :func:`format_card` cannot
+    print) is named in a warning and the card computed from the records instead."""
     path = Path(run_dir) / CARD_NAME
     if path.is_file():
-        return {**json.loads(path.read_text()), "card_from": f"{CARD_NAME} written by jitlab export"}
+        try:
+            card = {**json.loads(path.read_text()), "card_from": f"{CARD_NAME} written by jitlab export"}
+            format_card(card)   # the fields it prints are there, with their types
+            return card
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+            warnings.warn(f"{path} is damaged ({type(exc).__name__}: {exc}); its card is computed from the records "
+                          "instead (export the run again to rewrite it)", stacklevel=2)
     return compute_card(load(run_dir))
 
 

@@ -8,9 +8,11 @@ Each run (a run directory or its export) after the first is compared with the fi
 the difference, when their suites (two mixes may differ in name, e.g. in order, ``mix:...@N``: their task lists
 decide), splits, suite versions (where both recorded one), budgets (``max_steps``, ``max_tokens``, ``max_wall_s``)
 or sets of (task id, seed) differ: a paired test on different tasks says nothing.
+A budget that differs but bound no episode (no finished episode of either run used as much as the lower of the
+two: steps, tokens, wall seconds) does not refuse; the row's ``budgets`` says it differed and did not bind.
 With ``common=True`` (``--common``: a stopped stream, a partial run) the pairs are the (task id, seed) both runs
-finished, and the output says how many each run had that the other lacks; no common pair is still refused.
-Backbones and harnesses may differ: that is what is compared.
+finished, and the output says how many each run had that the other lacks; no common pair is still refused, and
+so are runs with no finished episode to pair. Backbones and harnesses may differ: that is what is compared.
 
 Per pair (jitlab.stats): wins (B solved a task A did not), losses (the reverse), ties; the exact two-sided McNemar
 p-value of success over the discordant tasks; the mean per-task Δ reward and Δ tokens (B − A) with paired
@@ -35,7 +37,9 @@ __all__ = ["BUDGETS", "COLUMNS", "RunRecord", "check_comparable", "common_keys",
 BUDGETS = ("max_steps", "max_tokens", "max_wall_s")
 COLUMNS = ["a", "b", "n_tasks", "success_a", "success_b", "wins", "losses", "ties", "mcnemar_p",
            "delta_reward", "delta_reward_lo", "delta_reward_hi", "delta_tokens", "delta_tokens_lo", "delta_tokens_hi",
-           "flipped"]
+           "flipped", "budgets"]
+# what each budget limits, as an episode row records it (None: no limit, e.g. max_steps = each task's own)
+USAGE = {"max_steps": "steps", "max_tokens": "tokens", "max_wall_s": "wall_s"}
 
 
 @dataclass
@@ -45,7 +49,8 @@ class RunRecord:
     label: str
     config: dict
     card: dict
-    episodes: object  # DataFrame indexed by (task_id, seed): success, reward, tokens, family, position (JIT stream)
+    episodes: object  # DataFrame indexed by (task_id, seed): success, reward, tokens, steps, wall_s, family,
+                      # position (JIT stream)
 
 
 def read_run(path: str | Path, label: str | None = None) -> RunRecord:
@@ -56,10 +61,12 @@ def read_run(path: str | Path, label: str | None = None) -> RunRecord:
     done = eps[eps["final"]].sort_values(["task_id", "seed", "attempt"]).drop_duplicates(["task_id", "seed"], keep="last")
     done = done.assign(success=done["success"].fillna(0).astype(int), reward=done["reward"].fillna(0.0).astype(float),
                        tokens=done["tokens"].astype(float), seed=done["seed"].astype(int),
+                       steps=done["steps"].astype(float), wall_s=done["wall_s"].astype(float),
                        position=done["extra"].map(_stream_index))
     config = frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}
     return RunRecord(path, label or path.name, config, compute_card(frames),
-                     done.set_index(["task_id", "seed"])[["success", "reward", "tokens", "family", "position"]])
+                     done.set_index(["task_id", "seed"])[["success", "reward", "tokens", "steps", "wall_s", "family",
+                                                          "position"]])
 
 
 def _stream_index(extra) -> float:
@@ -81,9 +88,23 @@ def common_keys(a: RunRecord, b: RunRecord) -> list:
     return sorted(set(a.episodes.index) & set(b.episodes.index))
 
 
-def check_comparable(a: RunRecord, b: RunRecord, common: bool = False) -> None:
+def _bound(a: RunRecord, b: RunRecord, key: str) -> float | None:
+    """The most any finished episode of ``a`` or ``b`` used of budget ``key`` when that reaches the lower of their
+    two limits (so that budget could have stopped it; NaN: a use not recorded, counted as reaching it), else None."""
+    import pandas as pd
+    lower = min((v for v in (a.config.get(key), b.config.get(key)) if v is not None), default=None)
+    used = pd.concat([a.episodes[USAGE[key]], b.episodes[USAGE[key]]])
+    if lower is None or used.empty:
+        return None
+    if used.isna().any():
+        return float("nan")
+    return float(used.max()) if used.max() >= float(lower) else None
+
+
+def check_comparable(a: RunRecord, b: RunRecord, common: bool = False) -> str:
     """Raise ConfigError naming the first difference that makes a paired comparison of ``a`` and ``b`` meaningless
-    (with ``common``, differing task lists are allowed as long as they share a pair)."""
+    (with ``common``, differing task lists are allowed as long as they share a pair). Returns the budgets that
+    differ but bound no episode ('' when none), as the row's ``budgets`` says them."""
     mixes = all(str(r.config.get("suite") or "").startswith(MIX_PREFIX) for r in (a, b))  # orders may differ:
     for key in ("split",) if mixes else ("suite", "split"):                                # the task lists decide
         if a.config.get(key) != b.config.get(key):
@@ -93,11 +114,20 @@ def check_comparable(a: RunRecord, b: RunRecord, common: bool = False) -> None:
     if va is not None and vb is not None and va != vb:
         raise ConfigError(f"cannot compare {a.label} and {b.label}: suite version {va} vs {vb} (the suite changed "
                           "between them); rerun the older one")
-    diffs = [f"{k} {a.config.get(k)!r} vs {b.config.get(k)!r}" for k in BUDGETS if a.config.get(k) != b.config.get(k)]
-    if diffs:
-        raise ConfigError(f"cannot compare {a.label} and {b.label}: budgets differ ({'; '.join(diffs)}); rerun one with "
-                          "the other's budgets")
+    differ = [k for k in BUDGETS if a.config.get(k) != b.config.get(k)]
+    diffs = {k: f"{k} {a.config.get(k)!r} vs {b.config.get(k)!r}" for k in differ}
+    binding = {k: used for k in differ if (used := _bound(a, b, k)) is not None}
+    if binding:
+        reached = "; ".join(f"{k}: an episode used {'an unrecorded amount' if u != u else f'{u:g}'}" for k, u in
+                            binding.items())
+        raise ConfigError(f"cannot compare {a.label} and {b.label}: budgets differ ({'; '.join(diffs.values())}) and "
+                          f"bound an episode ({reached}, the lower limit or more); rerun one with the other's budgets")
     ka, kb = set(a.episodes.index), set(b.episodes.index)
+    if not ka or not kb:
+        empty = [r.label for r, k in ((a, ka), (b, kb)) if not k]
+        raise ConfigError(f"cannot compare {a.label} and {b.label}: nothing to pair, {' and '.join(empty)} "
+                          f"{'have' if len(empty) > 1 else 'has'} no finished episode; let the runs finish (rerun "
+                          "their commands to resume) or compare other runs")
     if common and not ka & kb:
         raise ConfigError(f"cannot compare {a.label} and {b.label}: no task/seed pair finished in both; run them on "
                           "the same tasks and seeds")
@@ -106,13 +136,14 @@ def check_comparable(a: RunRecord, b: RunRecord, common: bool = False) -> None:
         raise ConfigError(f"cannot compare {a.label} and {b.label}: different task lists ({len(ka)} vs {len(kb)} "
                           f"finished task/seed pairs; {'; '.join(parts)}); run both on the same tasks and seeds "
                           "(same --split, --offset, --limit, --seed) and let unfinished tasks finish")
+    return "; ".join(f"{d} (bound no episode)" for d in diffs.values())
 
 
 def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL, common: bool = False):
     """``(row, flips)``: the paired statistics of B vs A (a dict of :data:`COLUMNS`) and the flipped tasks (a
     DataFrame: task_id, seed, family, a_success, b_success, a_reward, b_reward, direction)."""
     import pandas as pd
-    check_comparable(a, b, common)
+    budgets = check_comparable(a, b, common)
     keys = common_keys(a, b)
     ea, eb = a.episodes.loc[keys], b.episodes.loc[keys]
     sa, sb = ea["success"].to_numpy(), eb["success"].to_numpy()
@@ -132,7 +163,8 @@ def compare_pair(a: RunRecord, b: RunRecord, level: float = LEVEL, common: bool 
            "delta_reward": dr[0], "delta_reward_lo": dr[1], "delta_reward_hi": dr[2],
            "delta_tokens": dt[0], "delta_tokens_lo": dt[1], "delta_tokens_hi": dt[2],
            "flipped": "; ".join(f"{t}#{s}{f' ({f})' if mix else ''} {'+' if d == 'win' else '-'}" for t, s, f, d in
-                                flips[["task_id", "seed", "family", "direction"]].itertuples(index=False))}
+                                flips[["task_id", "seed", "family", "direction"]].itertuples(index=False)),
+           "budgets": budgets}
     return row, flips
 
 

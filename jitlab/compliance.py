@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 from jitlab.harnesskit import normalize
 
 __all__ = ["DECIDERS", "compliance_by_step", "compliance_summary", "step_record", "steps_compliance"]
 
+_SAID: set[str] = set()   # the damaged-record warnings already given
 DECIDERS = ("model_reply", "model_choice", "mechanism")
 
 
@@ -76,10 +78,22 @@ def steps_compliance(steps, episodes=None):
         return pd.DataFrame(columns=cols)
     if episodes is not None:
         steps = steps[steps["episode_id"].isin(episodes.loc[episodes["final"], "id"])]
-    rows = []
+    rows, damaged = [], []
     for episode_id, step, text in zip(steps["episode_id"], steps["step"], steps["compliance"]):
         if isinstance(text, str) and text:
-            rows.append({"episode_id": int(episode_id), "step": int(step), **json.loads(text)})
+            try:
+                record = json.loads(text)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):   # a damaged record: left out of every share, said once
+                damaged.append(f"episode {episode_id} step {step}")
+                continue
+            rows.append({**record, "episode_id": int(episode_id), "step": int(step)})
+    message = (f"{len(damaged)} step compliance record(s) are not JSON mappings (damaged; e.g. {damaged[0]}) and "
+               "are left out of the compliance shares") if damaged else None
+    if message and message not in _SAID:   # once per process: a command reads the same steps several times
+        _SAID.add(message)
+        warnings.warn(message, stacklevel=2)
     frame = pd.DataFrame(rows, columns=cols)
     frame["gap"] = pd.to_numeric(frame["gap"], errors="coerce")
     return frame
@@ -99,8 +113,12 @@ def compliance_by_step(steps, episodes=None, max_step: int | None = None):
     """Shares per step index (one row per step: n_steps, parsed, admissible, realised, hooked and the
     decided_by shares). A share is over the steps where it is known (``parsed`` None is left out). ``episodes``:
     as in :func:`steps_compliance`."""
+    return _by_step(steps_compliance(steps, episodes), max_step)
+
+
+def _by_step(records, max_step: int | None = None):
+    """:func:`compliance_by_step` of the records :func:`steps_compliance` gave."""
     import pandas as pd
-    records = steps_compliance(steps, episodes)
     if max_step is not None:
         records = records[records["step"] <= max_step]
     rows = [{"step": int(step), **_shares(group)} for step, group in records.groupby("step")]
@@ -113,4 +131,4 @@ def compliance_summary(steps, episodes=None) -> dict | None:
     records = steps_compliance(steps, episodes)
     if not len(records):
         return None
-    return {**_shares(records), "by_step": compliance_by_step(steps, episodes).to_dict(orient="records")}
+    return {**_shares(records), "by_step": _by_step(records).to_dict(orient="records")}

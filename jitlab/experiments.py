@@ -40,7 +40,7 @@ from pathlib import Path
 
 from jitlab.cluster import check_executor, ray_map
 from jitlab.fields import check_number
-from jitlab.harness import seed_bank_dir, seed_names
+from jitlab.harness import describe_files, seed_bank_dir, seed_names
 from jitlab.jit.inference import JITConfig, run_jit
 from jitlab.paths import repo_root
 from jitlab.progress import group
@@ -69,11 +69,9 @@ REPEAT_COLUMNS = ["repeats_k", "pass_at_1", "pass_hat_k", "success_var_per_task"
 def seed_harnesses(baselines: bool = False) -> list[str]:
     """Seed harness names in seed_bank/; baselines (``baseline: true`` in description.yaml, e.g.
     ``random``) only when ``baselines``."""
-    import yaml
-
     names = []
     for name in seed_names():
-        desc = yaml.safe_load((seed_bank_dir() / name / "description.yaml").read_text()) or {}
+        desc = describe_files({"description.yaml": (seed_bank_dir() / name / "description.yaml").read_text()})
         if baselines or not desc.get("baseline"):
             names.append(name)
     return names

@@ -25,7 +25,13 @@ and floats are written to round-trip exactly.
 
 Caveats: what the export leaves out (prompts, replies, observations, the harness folders and bank of a JIT
 run) is not recoverable from it; keep the run directory where a trajectory or a harness must be replayed.
-An export is a copy: exporting again to the same folder replaces it.
+An export is a copy: exporting again to the same folder replaces it, but only an export (a folder of the files
+above, its ``run.json`` naming the export format): a ``OUT/<run>`` that is anything else, that is a run being
+exported or holds one (``jitlab export runs/demo --out runs``) is refused before anything is written. The new
+export is written beside the target in a fresh temporary folder and swapped in whole; a failed write (a full disk)
+removes it and leaves the old export as it was. The summary's keys that ``summarize`` computes come from the
+records: a ``summary.json`` that says otherwise (edited by hand, or written by an older jitlab) is named in a
+warning and not copied.
 """
 from __future__ import annotations
 
@@ -33,15 +39,18 @@ import json
 import os
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 from jitlab.card import CARD_NAME, compute_card
-from jitlab.errors import ConfigError
+from jitlab.errors import ConfigError, StorageError
 from jitlab.store import DB_NAME, EXPORT_FORMAT, EXPORT_MARKER, NULL, load, make_dir, summarize
 
-__all__ = ["STEP_COLUMNS", "export_run", "export_runs", "find_runs"]
+__all__ = ["EXPORT_FILES", "STEP_COLUMNS", "check_target", "export_run", "export_runs", "find_runs"]
 
 STEP_COLUMNS = ["episode_id", "step", "tool", "args", "reward", "done", "tokens", "compliance"]
+_TABLES = ("episodes", "steps", "calls")
+EXPORT_FILES = frozenset({"summary.json", CARD_NAME, EXPORT_MARKER, *(f"{t}.csv" for t in _TABLES)})
 _CALL_KEYS = ["episode_id", "phase", "kind", "backbone", "cached"]
 
 
@@ -87,39 +96,120 @@ def _call_aggregates(calls):
     return out
 
 
-def export_run(run_dir: str | Path, out: str | Path) -> Path:
-    """Write the compact export of one run directory into folder ``out`` (replaced if it exists)."""
-    run_dir, out = Path(run_dir), Path(out)
-    frames = load(run_dir)
-    path = run_dir / "summary.json"
-    current = summarize(run_dir, write=False)
+def _replaceable(folder: Path) -> bool:
+    """Whether replacing ``folder`` loses nothing: a real, empty folder, or an export this module wrote (a folder of
+    EXPORT_FILES only, with a run.json naming the export format)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    entries = list(folder.iterdir())
+    if not entries:
+        return True
+    if not all(e.name in EXPORT_FILES and e.is_file() and not e.is_symlink() for e in entries):
+        return False
     try:
-        summary = {**current, **json.loads(path.read_text())}
+        info = json.loads((folder / EXPORT_MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and str(info.get("format", "")).startswith("jitlab-export/")
+
+
+def check_target(target: Path, runs) -> None:
+    """ConfigError unless ``target`` may receive an export: it is not one of ``runs`` (run directories) nor a
+    folder holding one, and it is absent or an export this module wrote (so replacing it loses nothing)."""
+    dest = target.resolve()
+    for run in runs:
+        source = Path(run).resolve()
+        if dest == source or dest in source.parents:
+            what = "is the run directory" if dest == source else "holds the run directory"
+            raise ConfigError(f"cannot export {run} to {target}: it {what} itself ({source}), which the export would "
+                              "replace; pass an --out folder outside it, e.g. results/<name>")
+    if (target.exists() or target.is_symlink()) and not _replaceable(target):
+        raise ConfigError(f"cannot export to {target}: it exists and is not an export jitlab wrote (only "
+                          f"{', '.join(sorted(EXPORT_FILES))}); move it away or pass another --out")
+
+
+def _summary(run_dir: Path) -> dict:
+    """The run's summary for its export: every key ``summarize`` computes from the records, plus the keys of its
+    summary.json that it does not compute (a JIT run's per-phase figures); a summary.json that disagrees with the
+    records is named in a warning."""
+    current = json.loads(json.dumps(summarize(run_dir, write=False), default=str))
+    path = run_dir / "summary.json"
+    try:
+        stored = json.loads(path.read_text())
     except (OSError, ValueError):  # missing, empty or damaged: recomputed from the records, as show and resume do
-        summary = current
-    tmp = out.with_name(out.name + ".export-tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    make_dir(tmp, "--out")
+        stored = {}
+    if not isinstance(stored, dict):
+        warnings.warn(f"{path} is not a JSON mapping; the export's summary.json is recomputed from the records",
+                      stacklevel=3)
+        stored = {}
+
+    def same(key):
+        return json.dumps(stored[key], sort_keys=True) == json.dumps(current[key], sort_keys=True)
+    differ = sorted(k for k in stored.keys() & current.keys() if not same(k))
+    if differ:
+        shown = "; ".join(f"{k} {stored[k]!r} vs {current[k]!r}" for k in differ[:3] if not isinstance(current[k], dict))
+        warnings.warn(f"{path} disagrees with the run's records on {', '.join(differ)}"
+                      f"{f' ({shown})' if shown else ''}; edited, or written by an older jitlab: the export holds the "
+                      "values recomputed from the records", stacklevel=3)
+    return {**stored, **current}
+
+
+def export_run(run_dir: str | Path, out: str | Path) -> Path:
+    """Write the compact export of one run directory into folder ``out``: refused (ConfigError, nothing written)
+    when ``out`` is or holds the run, or exists and is not an export (:func:`check_target`); an export there is
+    replaced only once the new one is complete."""
+    run_dir, out = Path(run_dir), Path(out)
+    check_target(out, [run_dir])
+    frames = load(run_dir)
+    summary = _summary(run_dir)
     tables = {"episodes": frames["episodes"].drop(columns=["final", "tokens"]),
               "steps": frames["steps"][[c for c in STEP_COLUMNS if c in frames["steps"].columns]],
               "calls": _call_aggregates(frames["calls"])}
-    for name, frame in tables.items():
-        _write_csv(frame, tmp / f"{name}.csv")
-    dtypes = {name: {c: str(t) for c, t in frame.dtypes.items()} for name, frame in tables.items()}
-    (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    (tmp / CARD_NAME).write_text(json.dumps(compute_card(frames), indent=2, default=str) + "\n")
-    (tmp / EXPORT_MARKER).write_text(json.dumps({
-        "format": EXPORT_FORMAT, "source": str(run_dir.resolve()), "exported": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "config": frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}, "meta": frames["meta"],
-        "dtypes": dtypes}, indent=2, default=str) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    make_dir(out.parent, "--out")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}-{time.time_ns()}.export-tmp")  # this call's own: none to clear
+    try:
+        tmp.mkdir()
+        for name, frame in tables.items():
+            _write_csv(frame, tmp / f"{name}.csv")
+        dtypes = {name: {c: str(t) for c, t in frame.dtypes.items()} for name, frame in tables.items()}
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        (tmp / CARD_NAME).write_text(json.dumps(compute_card(frames), indent=2, default=str) + "\n")
+        (tmp / EXPORT_MARKER).write_text(json.dumps({
+            "format": EXPORT_FORMAT, "source": str(run_dir.resolve()), "exported": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "config": frames["config"].iloc[0].to_dict() if len(frames["config"]) else {}, "meta": frames["meta"],
+            "dtypes": dtypes}, indent=2, default=str) + "\n")
+        _swap_in(tmp, out)
+    except OSError as exc:   # a full disk, a folder made read-only: nothing half-written is left
+        raise StorageError(f"cannot write the export {out} ({exc.strerror or exc}); nothing half-written is left: "
+                           "free space (or make the folder writable), then rerun the same command") from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
+def _swap_in(new: Path, out: Path) -> None:
+    """Put the complete folder ``new`` at ``out``; an old export there is moved aside first and removed after (put
+    back if the swap fails)."""
+    old = None
+    if out.exists():
+        old = new.with_name(new.name + ".old")
+        os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except OSError:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old)
+
+
 def export_runs(paths, out: str | Path) -> list[Path]:
-    """Export every run directory named by ``paths`` (see :func:`find_runs`) into ``out/<run>/``."""
+    """Export every run directory named by ``paths`` (see :func:`find_runs`) into ``out/<run>/``; every target is
+    checked (:func:`check_target`) before anything is written."""
     runs = find_runs(paths)
+    out = Path(out)
+    for _, name in runs:
+        check_target(out / name, [run_dir for run_dir, _ in runs])
     out = make_dir(out, "--out")
     return [export_run(run_dir, out / name) for run_dir, name in runs]

@@ -36,12 +36,13 @@ from pathlib import Path
 
 import yaml
 
+from jitlab import safe_yaml
 from jitlab.errors import HarnessError, UnknownName
 from jitlab.paths import package_root
 from jitlab.protocol import SLOTS
 
-__all__ = ["CASE_STUDIES", "MODULE_FILES", "SMALL_MODEL", "Harness", "case_study_names", "harness_sha", "load_harness",
-           "read_files", "regenerate_seeds", "resolve",
+__all__ = ["CASE_STUDIES", "MODULE_FILES", "SMALL_MODEL", "Harness", "case_study_names", "describe_files", "harness_sha",
+           "load_harness", "read_files", "regenerate_seeds", "resolve",
            "resolve_folder", "seed_names", "seed_sources_dir", "small_model_names"]
 
 # file -> (class it must define, methods that class must have), from the slot table (jitlab.protocol.SLOTS)
@@ -114,6 +115,11 @@ def read_files(folder: str | Path) -> dict[str, str]:
     if missing:
         raise HarnessError(f"harness folder {folder} is missing {', '.join(missing)} "
                            f"(a harness needs {', '.join(HARNESS_FILES)})", file=missing[0], kind="import_error")
+    odd = [f for f in OPTIONAL_FILES if (folder / f).exists() and not (folder / f).is_file()]
+    if odd:  # an optional file that is a folder (or a FIFO) is a mistake, not "no hooks"
+        raise HarnessError(f"{folder / odd[0]} is {'a directory' if (folder / odd[0]).is_dir() else 'not a regular file'}"
+                           f", not a file; {odd[0]} is optional: make it a file, or move it away", file=odd[0],
+                           kind="import_error")
     names = list(HARNESS_FILES) + [f for f in OPTIONAL_FILES if (folder / f).is_file()]
     sizes = {name: (folder / name).stat().st_size for name in names}
     for name, size in sizes.items():
@@ -217,13 +223,25 @@ _FILE_OF = {v: k for k, v in _KEY.items()}
 
 
 def _load_yaml(files: dict[str, str], name: str) -> dict:
+    """A harness YAML file as a mapping, aliases refused (jitlab/safe_yaml.py); HarnessError naming the file."""
     try:
-        data = yaml.safe_load(files[name]) or {}
+        data = safe_yaml.load(files[name]) or {}
     except yaml.YAMLError as exc:
-        raise HarnessError(f"invalid YAML: {exc}", file=name, kind="parse_error") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise HarnessError(f"invalid YAML{where}: {getattr(exc, 'problem', None) or exc}", file=name,
+                           kind="parse_error") from exc
     if not isinstance(data, dict):
         raise HarnessError(f"must be a mapping, got {type(data).__name__}", file=name, kind="parse_error")
     return data
+
+
+def describe_files(files: dict[str, str]) -> dict:
+    """description.yaml of a file set as a dict ({} when absent, not YAML, using an alias or not a mapping)."""
+    try:
+        return _load_yaml({"description.yaml": "", **files}, "description.yaml")
+    except HarnessError:
+        return {}
 
 
 _LOAD_LOCK = threading.Lock()

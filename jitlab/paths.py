@@ -17,9 +17,9 @@ __all__ = ["home", "data_dir", "jitlab_commit", "package_root", "repo_relative",
 
 
 def home() -> Path:
-    path = Path(os.environ.get("JITLAB_HOME", Path.home() / ".cache" / "jitlab"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """``$JITLAB_HOME`` (not created here: what writes there creates its folder, so a home that cannot be created or
+    written turns the replay cache off with a warning instead of stopping a run that needs nothing else from it)."""
+    return Path(os.environ.get("JITLAB_HOME", Path.home() / ".cache" / "jitlab"))
 
 
 def data_dir(name: str) -> Path:

@@ -20,6 +20,7 @@ reward: the noise floor a difference between two harnesses must clear.
 from __future__ import annotations
 
 from jitlab.errors import ConfigError
+from jitlab.fields import SEED_MAX
 from jitlab.stats import bootstrap_mean, wilson
 
 __all__ = ["check_repeat", "repeat_seeds", "repeat_summary", "samples", "what_varies"]
@@ -41,7 +42,11 @@ def what_varies(suite, backbone_options: dict | None) -> str:
 
 
 def repeat_seeds(seed: int, repeat: int) -> list[int]:
-    """The episode seeds of repeats 0..repeat-1 of a run at ``seed``."""
+    """The episode seeds of repeats 0..repeat-1 of a run at ``seed``; ConfigError when the last is past SEED_MAX (the
+    largest seed a record holds), raised before any repeat runs."""
+    if seed + repeat - 1 > SEED_MAX:
+        raise ConfigError(f"--seed {seed} with --repeat {repeat} plays seeds up to {seed + repeat - 1}, past the largest "
+                          f"seed {SEED_MAX}; lower --seed to at most {SEED_MAX - repeat + 1}")
     return list(range(seed, seed + repeat))
 
 

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import yaml
 
+from jitlab import safe_yaml
 from jitlab.errors import HarnessError
 from jitlab.modules.prompting import TEMPLATE_DIR
 from jitlab.protocol import SLOTS
@@ -394,9 +395,9 @@ def _yaml_entry(key: str, text: str) -> str:
 def _with_templates(prompt_yaml: str, modules: list[str]) -> str:
     """prompt.yaml plus each library template the resolved code names that it does not define."""
     try:
-        prompts = yaml.safe_load(prompt_yaml) or {}
+        prompts = safe_yaml.load(prompt_yaml) or {}
     except yaml.YAMLError:
-        return prompt_yaml  # the loader reports it
+        return prompt_yaml  # the loader reports it (an alias too)
     if not isinstance(prompts, dict):
         return prompt_yaml
     wanted: dict[str, None] = {}

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite, make_env
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import REPEATS_MAX, check_fields
 from jitlab.harness import Harness, harness_sha, load_harness, read_files, resolve, seed_bank_dir
@@ -42,12 +42,14 @@ from jitlab.sandbox import SandboxConfig, SandboxedAgent
 from jitlab.sandbox.runner import require_isolation
 from jitlab.store import FINAL, RunStore, Status, summarize
 
-__all__ = ["RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry", "run",
-           "run_summarized", "sandboxed_episode"]
+__all__ = ["IMPLIED", "RunConfig", "backoff", "cost_estimate", "default_out", "drive_episode", "known_price", "retry",
+           "run", "run_summarized", "sandboxed_episode"]
 
 # fields that change how fast a run goes or when it stops, not what it computes: excluded from the fingerprint
 # (so a run stopped by its spend cap resumes with a higher one)
 _NOT_FINGERPRINTED = ("out", "new_run", *NOT_FINGERPRINTED)
+# fields a fingerprint leaves out at the value runs had before the field existed (what their absence stands for)
+IMPLIED = {"offset": 0, "repeat": 1}
 
 
 @dataclass
@@ -77,8 +79,8 @@ class RunConfig(EpisodeOptions, RunControls, Quiet, NewRun):
 
     def fingerprinted(self) -> dict:
         fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
-        for name, default in (("offset", 0), ("repeat", 1)):  # run directories made before these fields existed
-            if fp[name] == default:                               # have no such key and must still resume
+        for name, value in IMPLIED.items():  # run directories made before these fields existed have no such key
+            if fp[name] == value:              # and must still resume
                 del fp[name]
         return fp
 
@@ -117,12 +119,13 @@ def _agent_factory(cfg: RunConfig, suite, harness: Harness | None = None):
 def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed: int, on_step=None) -> EpisodeResult:
     """One episode of ``task``, as ``jitlab run`` and ``jitlab jit`` both drive it: make the environment and the
     agent (``make_agent(env)``), run the episode loop, close both. An InfraError anywhere (a game that cannot be
-    generated, a sandbox that cannot start) becomes an ``infra_error`` result, which the caller retries and
-    never counts as a task failure; the caller's episode row is therefore always finished."""
+    generated, a ``make_env`` that raises, a sandbox that cannot start) becomes an ``infra_error`` result with its
+    error, which the caller retries and never counts as a task failure, and the run goes on to the next task; the
+    caller's episode row is therefore always finished."""
     env = agent = None
     try:
         start = time.perf_counter()
-        env = suite.make_env(task)
+        env = make_env(suite, task)
         agent = make_agent(env)
         setup_s = time.perf_counter() - start
         result = run_episode(env, agent, llm, budget, seed, on_step=on_step)
@@ -228,7 +231,8 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None, backbone: Lazy
         raise ConfigError(f"run: the shared backbone is {backbone.id}, the config names {cfg.backbone}; pass its own")
     budget = cfg.budget()
     cache = default_cache() if cfg.cache else None
-    store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run)  # last: it locks `out`
+    store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run,  # last: it locks `out`
+                     implied=IMPLIED)
     if spend is None:
         spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
     todo = sum(store.status_of(sha, t.id, seed)[0] not in FINAL for t, seed in episodes)
@@ -277,7 +281,7 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None, backbone: Lazy
 
 def _slice(cfg: RunConfig, suite) -> list:
     """The tasks ``cfg`` runs (``limit`` of its split and family from ``offset``); ConfigError when there are none."""
-    every = suite.tasks(cfg.split, cfg.family)
+    every = checked_tasks(suite, cfg.split, cfg.family)
     tasks = every[cfg.offset:][: cfg.limit]
     if not tasks:
         past = f" from offset {cfg.offset} (it has {len(every)}); lower --offset" if every else ""

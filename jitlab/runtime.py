@@ -20,6 +20,7 @@ from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
 from jitlab.fields import check_fields
 from jitlab.llm.cache import cache_key
 from jitlab.protocol import (
+    SLOTS,
     Agent,
     Completion,
     Context,
@@ -221,11 +222,12 @@ class HarnessAgent(Agent):
         self.ctx: Ctx | None = None
         self.capabilities = []
 
-    def _each(self, method: str):
-        for module in self.modules.values():
+    def _each(self, method: str, keyed: bool = False):
+        """Each module's ``method`` that it defines (with ``keyed``: as (module key, method))."""
+        for key, module in self.modules.items():
             fn = getattr(module, method, None)
             if callable(fn):
-                yield fn
+                yield (key, fn) if keyed else fn
 
     def begin(self, task, obs: Observation) -> None:
         self.ctx = Ctx(llm=self.llm, task=task, prompts=self.harness.prompts)
@@ -251,15 +253,20 @@ class HarnessAgent(Agent):
         for fn in self._each("pre_decision"):
             context.hints.extend(fn(ctx, context) or [])
         decision = mods["action"].act(context, ctx)
-        for fn in self._each("pre_action"):
-            before = _call(decision)
-            decision = fn(ctx, context, decision) or decision
-            if isinstance(decision, Decision) and _call(decision) != before:  # a hook overrode the decision
-                rule, name = decision.data.get("hook"), type(getattr(fn, "__self__", fn)).__name__
-                decision.data.update(hooked=True, decided_by="mechanism", mechanism=f"{name}:{rule}" if rule else name)
         if not isinstance(decision, Decision):
             raise HarnessError(f"Action.act returned {type(decision).__name__}, expected Decision",
                                file="action.py", kind="interface_mismatch")
+        for key, fn in self._each("pre_action", keyed=True):
+            before = _call(decision)
+            changed = fn(ctx, context, decision)
+            if changed is not None and not isinstance(changed, Decision):   # the hook's file is to blame, not act's
+                raise HarnessError(f"{type(getattr(fn, '__self__', fn)).__name__}.pre_action returned "
+                                   f"{type(changed).__name__}, expected a Decision or None", file=_FILE[key],
+                                   kind="interface_mismatch")
+            decision = changed or decision
+            if _call(decision) != before:  # a hook overrode the decision
+                rule, name = decision.data.get("hook"), type(getattr(fn, "__self__", fn)).__name__
+                decision.data.update(hooked=True, decided_by="mechanism", mechanism=f"{name}:{rule}" if rule else name)
         decision.data.setdefault("trace", {"view_chars": len(view.text), "directive": directive.text,
                                            "capabilities": [c.name for c in caps], "hints": context.hints,
                                            **({"hook": decision.data["hook"]} if "hook" in decision.data else {})})
@@ -272,6 +279,9 @@ class HarnessAgent(Agent):
         for fn in self._each("post_feedback"):
             fn(self.ctx, decision, obs)
         self._remember(Event("observation", obs.text, step, {"candidates": obs.candidates, "reward": obs.reward}))
+
+
+_FILE = {s.key: s.file for s in SLOTS.values()}   # module key -> the harness file that defines it
 
 
 def _call(decision) -> str:

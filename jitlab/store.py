@@ -40,6 +40,7 @@ from pathlib import Path
 from jitlab.compliance import compliance_summary
 from jitlab.envs.base import suite_version
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
+from jitlab.lockfile import open_lock_file
 from jitlab.paths import jitlab_commit
 from jitlab.plumbing import set_aside  # re-exported: a run's old records set aside
 from jitlab.repeats import repeat_summary
@@ -154,14 +155,15 @@ def storage_error(path: str | Path, exc: BaseException) -> StorageError:
 
 class WriterLock:
     """An exclusive ``fcntl.flock`` on the file ``path`` for as long as this object is open: one writer per run
-    directory (or bank). The holder writes its PID into the file so a second process can name it. The kernel
-    drops the lock when the holder exits (even on SIGKILL); the file stays, since removing it would race. The
-    descriptor is close-on-exec, so a child started by exec (bubblewrap, tw-make) never inherits the lock."""
+    directory (or bank). The lock file is opened without following a symbolic link and must be a regular file
+    (:func:`jitlab.lockfile.open_lock_file`). The holder writes its PID into the file so a second process can name
+    it. The kernel drops the lock when the holder exits (even on SIGKILL); the file stays, since removing it would
+    race. The descriptor is close-on-exec, so a child started by exec (bubblewrap, tw-make) never inherits the lock."""
 
     def __init__(self, path: str | Path, what: str):
         self.path = Path(path)
-        try:
-            fh = open(self.path, "a+")  # noqa: SIM115 -- held open for the lock's whole life, closed by release()
+        try:  # never through a symbolic link: its target would be overwritten with the PID (jitlab/lockfile.py)
+            fh = open_lock_file(self.path)  # held open for the lock's whole life, closed by release()
         except OSError as exc:
             raise storage_error(self.path, exc) from exc
         try:
@@ -227,7 +229,10 @@ class RunStore:
     """The single writer of one run directory (``run.lock``, see the module docstring). Thread-safe (one
     connection behind a lock)."""
 
-    def __init__(self, run_dir: str | Path, config: dict, new_run: bool = False):
+    def __init__(self, run_dir: str | Path, config: dict, new_run: bool = False, implied: dict | None = None):
+        """``implied``: the value a key left out of a config stands for (a field a config leaves out when it holds
+        the value runs had before the field existed, so those runs resume); a config change names it so."""
+        self.implied = dict(implied or {})
         self.dir = make_dir(run_dir)
         self._writer = WriterLock(self.dir / LOCK_NAME, f"run directory {self.dir}")
         self.path = self.dir / DB_NAME
@@ -313,7 +318,9 @@ class RunStore:
                                        FINAL).fetchone()[0]
             if not finished:  # nothing to resume: a refused first attempt must not block the corrected command
                 raise _Unstarted
-            diffs = [f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(old) | set(config))
+            def said(cfg, k):
+                return repr(cfg[k]) if k in cfg else repr(self.implied[k]) if k in self.implied else "None"
+            diffs = [f"{k}: {said(old, k)} -> {said(config, k)}" for k in sorted(set(old) | set(config))
                      if old.get(k) != config.get(k)]
             raise ConfigDrift(f"{self.dir} was started with a different config ({'; '.join(diffs)}). "
                               "Rerun with the original settings to resume, or pass --new-run to start over "

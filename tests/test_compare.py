@@ -121,3 +121,36 @@ def test_compare_figure_holds_the_paired_intervals():
         assert list(y) == pytest.approx(list(table[col]))
         assert list(y - b.dimension_values("neg")) == pytest.approx(list(table[f"{col}_lo"]))
         assert list(y + b.dimension_values("pos")) == pytest.approx(list(table[f"{col}_hi"]))
+
+
+def test_runs_with_no_finished_episode_have_nothing_to_pair(tmp_path, capsys):
+    """Issue 45 item 8: jitlab compare a b, neither with a finished episode (every attempt infra_error): before, a
+    0-pair table with p = 1, exit 0."""
+    unfinished = lambda eps: eps.assign(status="infra_error")
+    a, b = _copy(tmp_path, "a", unfinished), _copy(tmp_path, "b", unfinished)
+    for common in (False, True):
+        with pytest.raises(ConfigError, match="nothing to pair, a and b have no finished episode"):
+            compare_runs([a, b], common=common)
+    with pytest.raises(ConfigError, match="nothing to pair, b has no finished episode"):
+        compare_runs([REACT, b], common=True)
+    assert main(["compare", str(a), str(b)]) == 2
+    assert "nothing to pair" in capsys.readouterr().err
+
+
+def test_a_budget_that_bound_no_episode_does_not_block_the_comparison(tmp_path, capsys):
+    """Issue 45 item 11: jitlab compare results/small-model-jit/tw-test-react results/small-model-jit/
+    tw-test-jit-stream2 (max_wall_s 7200 vs 3600, no episode near 3600 s): before, refused ("budgets differ"). An
+    episode that used the lower budget still refuses it."""
+    longer = _copy(tmp_path, "longer", config={"max_wall_s": 7200.0})
+    table, _, _ = compare_runs([longer, REACT])
+    assert table["budgets"].iloc[0] == "max_wall_s 7200.0 vs 3600.0 (bound no episode)"
+    slow = _copy(tmp_path, "slow", lambda eps: eps.assign(wall_s=eps["wall_s"].where(eps.index != 0, "3600.5")),
+                 config={"max_wall_s": 7200.0})
+    with pytest.raises(ConfigError, match=r"budgets differ \(max_wall_s 7200.0 vs 3600.0\) and bound an episode "
+                                          r"\(max_wall_s: an episode used 3600.5"):
+        compare_runs([slow, REACT])
+    assert compare_runs([REACT, AORCH])[0]["budgets"].iloc[0] == ""
+    small = ROOT / "results" / "small-model-jit"
+    assert main(["compare", str(small / "tw-test-react"), str(small / "tw-test-jit-stream2")]) == 0
+    assert "budgets: tw-test-jit-stream2 vs tw-test-react: max_wall_s 7200.0 vs 3600.0 (bound no episode)" in \
+        capsys.readouterr().out

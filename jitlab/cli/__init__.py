@@ -8,6 +8,9 @@ Files: ``options.py`` (dataclass fields -> options), ``run.py`` (run, show, suit
 ``bank.py``, ``viz.py`` (figures, dash, batch), ``compare.py``, ``train.py``, ``engineer.py``. The command modules import only
 ``options.py`` (no circle); each imports its heavy dependencies inside the command, so ``jitlab --help`` stays fast
 (no torch, transformers, litellm or panel import). Errors of the jitlab hierarchy print as one line (exit 2).
+Output piped into a reader that stops early (``jitlab show RUN | head``) is no error: a command that only reads,
+or prints after its work, ends quietly (exit 0); one still working (a run) stops with one line saying so (exit 141,
+what the shell reports for a writer stopped by its pipe).
 """
 from __future__ import annotations
 
@@ -56,6 +59,41 @@ def _oserror_line(exc: OSError, out=None) -> str:
     return f"{where}: {exc.strerror or exc}" + (f"; {todo[exc.errno]}" if exc.errno in todo else "")
 
 
+# commands whose output is their result or comes after their work: a reader that closes the pipe early loses nothing
+_PRINT_AFTER_WORK = {"show", "compare", "suites", "harnesses", "export", "figures", "bank"}
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (what a BrokenPipeError on it means)."""
+    import select
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        return True
+    except OSError:
+        return False
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _reader_left(args) -> int:
+    """Standard output's reader has gone: no more output (none at exit either); 0 when the command's work was done."""
+    import os
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    if args.command in _PRINT_AFTER_WORK:
+        return 0
+    print("jitlab: stopped: the program reading its output exited (broken pipe); what finished is recorded: rerun the "
+          "same command to resume", file=sys.stderr)
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import os
@@ -65,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     shown = warnings.formatwarning  # jitlab's warnings (a cache or bank moved aside) as one line each
     warnings.formatwarning = lambda message, category, *rest, **kw: f"jitlab: warning: {message}\n"
     try:
-        return args.func(args)
+        rc = args.func(args)
+        sys.stdout.flush()   # here, not at exit: a reader that has gone is caught below
+        return rc
     except JitlabError as exc:
         print(f"jitlab: error: {exc}", file=sys.stderr)
         return 2
@@ -78,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     # Backstop for user mistakes no precise check caught (a file where a folder goes, a full disk, a damaged
     # database): one line, not a traceback. JITLAB_DEBUG=1 shows the traceback.
     except (OSError, sqlite3.DatabaseError) as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_closed():   # `jitlab show RUN | head`: not an error
+            return _reader_left(args)
         if os.environ.get("JITLAB_DEBUG"):
             raise
         out = getattr(args, "out", None)

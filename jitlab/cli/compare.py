@@ -33,6 +33,8 @@ def cmd_compare(args) -> int:
         if ka != kb:
             print(f"--common: {other.label} vs {runs[0].label} on the {len(ka & kb)} pairs both finished; left out "
                   f"{len(ka - kb)} only in {runs[0].label}, {len(kb - ka)} only in {other.label}")
+    for _, row in table[table["budgets"] != ""].iterrows():   # differing budgets that stopped no episode
+        print(f"budgets: {row['b']} vs {row['a']}: {row['budgets']}")
     print(compare_markdown(table, args.level))
     if args.out:
         written = write_comparison(table, flips, runs, args.out, figure=not args.no_figure, level=args.level)

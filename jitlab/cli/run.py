@@ -11,6 +11,9 @@
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from jitlab.cli.options import add_config_arguments, config_from_args, unfinished
 from jitlab.compliance import compliance_by_step, compliance_summary, steps_compliance
 from jitlab.envs.base import MIX_PREFIX, SUITES, get_suite
@@ -19,15 +22,13 @@ from jitlab.errors import ConfigError
 from jitlab.harness import case_study_names, load_harness, regenerate_seeds, resolve_folder, seed_names
 from jitlab.runner import RunConfig, default_out, run
 from jitlab.runtime import SpendCapReached
-from jitlab.store import load, summarize
+from jitlab.store import DB_NAME, EXPORT_MARKER, load, summarize
 from jitlab.timing import time_breakdown
 
 __all__ = ["add_run_commands", "cmd_export", "cmd_harnesses", "cmd_run", "cmd_show", "cmd_suites"]
 
 
 def cmd_run(args) -> int:
-    from pathlib import Path
-
     cfg = config_from_args(RunConfig, args)
     print(f"jitlab run: {cfg.harness} on {cfg.suite}/{cfg.split} with {cfg.backbone}", flush=True)
     try:
@@ -49,9 +50,33 @@ def _print_summary(s: dict, out) -> None:
           f"wall_s/task={s['wall_s_per_task']:.1f}")
 
 
+def _repeat_folder(folder) -> tuple[list, dict] | None:
+    """``(run directories, summary)`` of a ``jitlab jit --repeat`` folder (no run.sqlite of its own; its summary.json
+    lists the repeats' runs, each a subfolder of it), else None."""
+    folder = Path(folder)
+    if (folder / DB_NAME).exists() or (folder / EXPORT_MARKER).exists() or not (folder / "summary.json").is_file():
+        return None
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    runs = summary.get("runs") if isinstance(summary, dict) else None
+    if not isinstance(runs, list) or not runs:
+        return None
+    return [folder / Path(str(r)).name for r in runs], summary
+
+
 def cmd_show(args) -> int:
     import pandas as pd
 
+    repeats = {}   # a jit --repeat folder: its repeats' runs are shown, then its reliability
+    run_dirs = []
+    for run_dir in args.run_dirs:
+        found = _repeat_folder(run_dir)
+        if found:
+            repeats[run_dir] = found[1]
+        run_dirs += found[0] if found else [run_dir]
+    args.run_dirs = run_dirs
     rows, summaries = [], {}
     for run_dir in args.run_dirs:
         summary = summaries[run_dir] = summarize(run_dir, write=False)  # read-only: summary.json is left as it is
@@ -75,6 +100,8 @@ def cmd_show(args) -> int:
         _print_repeats(summaries[run_dir], run_dir)
         if _is_mix(summaries[run_dir]):
             _print_families(run_dir)
+    for folder, summary in repeats.items():  # pass@1 over the repeats, pass^k: from the folder's summary.json
+        _print_repeats(summary, folder)
     if args.compliance:
         for run_dir in args.run_dirs:
             _print_compliance(run_dir)
@@ -220,8 +247,6 @@ def cmd_harnesses(args) -> int:
             print(f"# ==== {name} ====\n{text.rstrip()}\n")
         return 0
     if action == "export":
-        from pathlib import Path
-
         files, out = resolve_folder(args.name), Path(args.out)
         if out.exists() and any(out.iterdir()):
             raise ConfigError(f"--out {out} exists and is not empty; choose a new folder")

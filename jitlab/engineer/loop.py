@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.errors import ConfigError
 from jitlab.fields import CANDIDATES_MAX, ROUNDS_MAX, STEPS_MAX, check_fields
 from jitlab.harness import read_files, resolve
@@ -93,10 +93,26 @@ class EngineerConfig(EpisodeOptions, RunControls, Quiet):
         check_rule(self.selection, self.selection_level)
 
 
-def _tasks(cfg: EngineerConfig, split: str, start: int, n: int) -> list:
-    tasks = get_suite(cfg.suite).tasks(split, cfg.family)[start: start + n]
+def _slices(cfg: EngineerConfig) -> dict[str, tuple[str, int, int]]:
+    """Where each batch of the loop comes from, as (split, first task, tasks): the batch itself and, as the config
+    asks for them, the disjoint batch, the confirmation batch (after the disjoint one when both are set) and the
+    test tasks (see the module docstring)."""
+    slices = {"batch": (cfg.split, cfg.offset, cfg.batch)}
+    if cfg.disjoint:
+        slices["disjoint"] = (cfg.split, cfg.offset + cfg.batch, cfg.batch)
+    if cfg.selection == "confirm":
+        slices["confirm"] = (cfg.split, cfg.offset + cfg.batch * (2 if cfg.disjoint else 1), cfg.batch)
+    if cfg.test:
+        slices["test"] = ("test", 0, cfg.test)
+    return slices
+
+
+def _tasks(cfg: EngineerConfig, split: str, start: int, n: int, label: str = "batch") -> list:
+    """Tasks ``start .. start + n - 1`` of ``split``; ConfigError naming the batch (``label``) when there are none."""
+    tasks = checked_tasks(get_suite(cfg.suite), split, cfg.family)[start: start + n]
     if not tasks:
-        raise ConfigError(f"no {split} tasks {start}..{start + n - 1} in suite {cfg.suite} family {cfg.family}; "
+        what = "" if label == "batch" else f" for the {label} batch"
+        raise ConfigError(f"no {split} tasks {start}..{start + n - 1}{what} in suite {cfg.suite} family {cfg.family}; "
                           "lower --offset/--batch")
     return tasks
 
@@ -111,7 +127,7 @@ def run_batch(cfg: EngineerConfig, harness: str | Path, tasks: list, out: str | 
     ``episodes``: {(task id, seed): success}, ``harness_sha`` and ``run_dir``."""
     from jitlab.selection import successes
     split, ids = tasks[0].split, [t.id for t in tasks]
-    index = {t.id: i for i, t in enumerate(get_suite(cfg.suite).tasks(split, cfg.family))}
+    index = {t.id: i for i, t in enumerate(checked_tasks(get_suite(cfg.suite), split, cfg.family))}
     at = sorted(index.get(i, -1) for i in ids)  # in any order: a packet lists its task ids sorted by name
     if at[0] < 0 or at != list(range(at[0], at[0] + len(ids))):
         raise ConfigError(f"run_batch: tasks {', '.join(ids)} are not a contiguous slice of suite {cfg.suite} "
@@ -198,7 +214,7 @@ def _select(cfg: EngineerConfig, best: _Kept, current_run: dict, current_text: s
     from jitlab.selection import judge
     confirm = None
     if cfg.selection == "confirm" and best.delta > 0:
-        tasks = _tasks(cfg, cfg.split, cfg.offset + cfg.batch * (2 if cfg.disjoint else 1), cfg.batch)
+        tasks = _tasks(cfg, *_slices(cfg)["confirm"])
         incumbent = base_folder if not current_text else out / "patches" / current_run["harness_sha"][:16]
         inc = run_batch(cfg, incumbent, tasks, rdir / "confirm" / "incumbent", backbones, spend)
         cand = run_batch(cfg, best.record["folder"], tasks, rdir / "confirm" / best.record["sha"][:12], backbones, spend)
@@ -232,7 +248,8 @@ def _setup(cfg: EngineerConfig, backbones: BackbonePool | None, spend: RunSpend 
     base_folder = resolve(cfg.harness)
     read_files(base_folder)  # a broken harness folder (a missing file, not UTF-8) is refused before out is written
     check_options(cfg.backbone, cfg.backbone_options)  # so is a bad backbone or option
-    tasks = _tasks(cfg, cfg.split, cfg.offset, cfg.batch)
+    slices = {label: _tasks(cfg, *where, label) for label, where in _slices(cfg).items()}  # all, before any run
+    tasks = slices["batch"]
     say = (lambda *a: None) if cfg.quiet else (lambda *a: print(*a, flush=True))
     spend = spend if spend is not None else cfg.command_spend(cfg.out)
     return _Setup(cfg, backbones, suite, base_folder, tasks, dev_task_for(suite, tasks[0]), say, spend)
@@ -303,11 +320,7 @@ def _held_out(s: _Setup, summary: dict, current_text: str, current_run: dict) ->
     """Base vs the kept patch on the ``disjoint`` and ``test`` tasks, into ``summary`` (``delta_<label>`` and
     ``runs[<label>]``); the base always runs: a table's base rows need its held-out runs too."""
     cfg, out = s.cfg, s.out
-    checks = []
-    if cfg.disjoint:
-        checks.append(("disjoint", _tasks(cfg, cfg.split, cfg.offset + cfg.batch, cfg.batch)))
-    if cfg.test:
-        checks.append(("test", _tasks(cfg, "test", 0, cfg.test)))
+    checks = [(label, _tasks(cfg, *where)) for label, where in _slices(cfg).items() if label in ("disjoint", "test")]
     for label, held in checks:
         b = run_batch(cfg, s.base_folder, held, out / label / "base", s.backbones, s.spend)
         p = b if not current_text else run_batch(cfg, out / "patches" / current_run["harness_sha"][:16], held,

@@ -5,20 +5,29 @@ A *suite* (textworld, babyai, dbbench, ...) lists tasks by split and family and 
 to a zero-argument factory), so importing this module stays cheap. A suite's ``reset_varies`` (bool) says
 whether another ``reset(seed)`` plays another episode of a task: what ``--repeat`` can vary (jitlab/repeats.py).
 A name ``mix:<a>+<b>...`` (or ``mix:<spec.yaml>``) builds the mixed stream of several suites (jitlab/envs/mix.py).
+
+A user suite is named by its dotted path (``--suite mypkg.suites:MySuite``, the package on ``PYTHONPATH``):
+:func:`get_suite` says in one line when the module cannot be imported, lacks the name, the factory raises or
+what it returns has no ``tasks`` / ``make_env``; :func:`checked_tasks` (what every command that runs tasks
+lists them with) refuses a ``tasks()`` that raises or returns anything but a list of TaskSpec with distinct ids
+(the id is part of the episode identity: a second task of the same id would be skipped as done) and a step
+budget of at least 1. Both come before a run directory is written.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from jitlab.errors import JitlabError, UnknownName
+from jitlab.errors import ConfigError, InfraError, JitlabError, UnknownName
 from jitlab.plumbing import load_entry
 from jitlab.protocol import Capability, Observation
 
-__all__ = ["MIX_PREFIX", "SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "get_suite", "interleave", "suite_names",
-           "suite_version"]
+__all__ = ["MIX_PREFIX", "SUITES", "Env", "Score", "Suite", "TaskSpec", "check_choice", "checked_tasks", "get_suite",
+           "interleave", "make_env", "suite_label", "suite_names", "suite_version"]
 
 
 @dataclass
@@ -94,13 +103,86 @@ def suite_names() -> list[str]:
 
 
 def get_suite(name: str) -> Suite:
-    """Build a suite by short name, ``package.module:Class`` path or ``mix:...`` (jitlab/envs/mix.py)."""
+    """Build a suite by short name, ``package.module:Class`` path or ``mix:...`` (jitlab/envs/mix.py); ConfigError
+    (one line) when a dotted path cannot be imported, lacks the name, its factory raises or returns no suite (no
+    ``tasks``/``make_env``)."""
     if name.startswith(MIX_PREFIX):
         return load_entry(_MIX)(name[len(MIX_PREFIX):])
     target = SUITES.get(name, name if ":" in name else None)
     if target is None:
         raise UnknownName("suite", name, SUITES)
-    return load_entry(target)()
+    module, _, attr = target.partition(":")
+    if name in SUITES:
+        return load_entry(target)()
+    where = f"--suite {name}"
+    try:
+        factory = getattr(importlib.import_module(module), attr, None)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"{where}: no module {exc.name!r} to import; check the dotted path (package.module:Class) "
+                          "and that its folder is on PYTHONPATH") from exc
+    except Exception as exc:
+        raise ConfigError(f"{where}: importing {module} failed ({type(exc).__name__}: {exc}); fix that module") from exc
+    if factory is None:
+        raise ConfigError(f"{where}: module {module} has no {attr!r}; name the suite class or factory it defines")
+    try:
+        suite = factory()
+    except JitlabError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"{where}: {attr}() raised {type(exc).__name__}: {exc}; fix the suite's constructor") from exc
+    missing = [m for m in ("tasks", "make_env") if not callable(getattr(suite, m, None))]
+    if missing:
+        raise ConfigError(f"{where}: {attr}() returned a {type(suite).__name__}, not a suite (no {' or '.join(missing)}"
+                          " method); a suite has name, splits, families, tasks(split, family) and make_env(spec)")
+    return suite
+
+
+def suite_label(suite) -> str:
+    """How messages name a suite: its ``name`` for jitlab's own, ``module:Class`` for a user suite."""
+    cls = type(suite)
+    own = cls.__module__.startswith("jitlab.")
+    return str(getattr(suite, "name", cls.__name__)) if own else f"{cls.__module__}:{cls.__qualname__}"
+
+
+def checked_tasks(suite, split: str = "dev", family: str | None = None) -> list[TaskSpec]:
+    """``suite.tasks(split, family)``, checked: a list of TaskSpec with distinct ids and ``max_steps`` of at least 1.
+    ConfigError (one line naming the suite, split and tasks) otherwise, and when ``tasks`` raises."""
+    where = f"suite {suite_label(suite)} split {split}"
+    try:
+        tasks = suite.tasks(split, family)
+    except JitlabError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"{where}: tasks() raised {type(exc).__name__}: {exc}; fix the suite") from exc
+    if not isinstance(tasks, list | tuple):
+        raise ConfigError(f"{where}: tasks() returned {type(tasks).__name__}, not a list of TaskSpec; fix the suite")
+    bad = [f"item {i} ({type(t).__name__})" for i, t in enumerate(tasks) if not isinstance(t, TaskSpec)]
+    if bad:
+        raise ConfigError(f"{where}: tasks() returned {', '.join(bad[:3])}{' and more' if len(bad) > 3 else ''}, "
+                          "not TaskSpec (jitlab.envs.base.TaskSpec); fix the suite")
+    dup = [f"{i!r} ({n}x)" for i, n in Counter(t.id for t in tasks).items() if n > 1]
+    if dup:
+        raise ConfigError(f"{where}: duplicate task ids {', '.join(dup[:5])}{' and more' if len(dup) > 5 else ''}; "
+                          "each task needs its own id (an episode is identified by it: a repeated id would be "
+                          "skipped as done)")
+    short = [f"{t.id} ({t.max_steps!r})" for t in tasks
+             if isinstance(t.max_steps, bool) or not isinstance(t.max_steps, int) or t.max_steps < 1]
+    if short:
+        raise ConfigError(f"{where}: max_steps must be an integer >= 1, got {', '.join(short[:3])}"
+                          f"{' and more' if len(short) > 3 else ''}; give every task a step budget")
+    return list(tasks)
+
+
+def make_env(suite, spec: TaskSpec) -> Env:
+    """``suite.make_env(spec)``; an exception other than jitlab's own (an InfraError, a ConfigError for the user) is
+    the suite's failure on this task, raised as an InfraError naming it: the episode fails with it (retried as
+    infrastructure) and the run goes on."""
+    try:
+        return suite.make_env(spec)
+    except JitlabError:
+        raise
+    except Exception as exc:
+        raise InfraError(f"suite {suite_label(suite)}: make_env({spec.id}) failed: {type(exc).__name__}: {exc}") from exc
 
 
 def suite_version(name: str | None) -> str | None:

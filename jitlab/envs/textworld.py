@@ -54,6 +54,7 @@ from typing import ClassVar
 
 from jitlab.envs.base import Score, TaskSpec, check_choice, interleave
 from jitlab.errors import ConfigError, InfraError
+from jitlab.lockfile import open_lock_file
 from jitlab.paths import data_dir
 from jitlab.protocol import Agent, Capability, Decision, Observation
 
@@ -137,8 +138,8 @@ def _sha256(path: Path) -> str:
 
 @contextlib.contextmanager
 def _locked(path: Path):
-    """Exclusive advisory lock on ``path`` (held across threads and processes)."""
-    with open(path, "a+") as fh:
+    """Exclusive advisory lock on ``path`` (held across threads and processes; never through a symbolic link)."""
+    with open_lock_file(path) as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

@@ -79,11 +79,10 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import yaml
-
 from jitlab.errors import ConfigError, HarnessError, JitlabError
 from jitlab.harness import (
     HARNESS_FILES,
+    describe_files,
     harness_sha,
     read_files,
     seed_bank_dir,
@@ -353,7 +352,7 @@ class Bank:
                                file=missing[0], kind="import_error")
         files = resolved_or_raw(files)  # the bank stores resolved source (library code written out)
         sha = harness_sha(files)
-        desc = _description_yaml(files)
+        desc = describe_files(files)
         name = name or str(desc.get("name") or sha[:12])
         description = description if description is not None else _describe(desc)
         with self._tx():
@@ -372,11 +371,10 @@ class Bank:
         for name in seed_names():
             folder = seed_bank_dir() / name
             try:
-                desc = yaml.safe_load((folder / "description.yaml").read_text()) or {}
-                if isinstance(desc, dict) and desc.get("baseline"):
+                if describe_files(read_files(folder)).get("baseline"):
                     continue
                 shas.append(self.add(folder, generator="seed"))
-            except (HarnessError, yaml.YAMLError) as exc:
+            except HarnessError as exc:
                 warnings.warn(f"seed harness {folder} skipped: {exc}", stacklevel=2)
         return shas
 
@@ -746,14 +744,6 @@ def _as_eval(ev) -> Evaluation:
 def _text_sha(text: str) -> str:
     import hashlib
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _description_yaml(files: dict) -> dict:
-    try:
-        data = yaml.safe_load(files.get("description.yaml", "")) or {}
-    except yaml.YAMLError:
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _describe(desc: dict) -> str:

@@ -22,12 +22,15 @@ from jitlab.llm.base import check_name
 from jitlab.llm.pricing import known_price
 from jitlab.run_options import NOT_FINGERPRINTED, EpisodeOptions, NewRun, Quiet, RunControls, adjust
 
-__all__ = ["MODES", "PHASES", "JITConfig", "cost_estimate", "default_out"]
+__all__ = ["IMPLIED", "MODES", "PHASES", "JITConfig", "cost_estimate", "default_out"]
 
 MODES = ("static", "streaming")
 PHASES = ("generate", "select", "repair", "execute")
 # how fast a run goes or when it stops, not what it computes (a run stopped by its spend cap resumes with more)
 _NOT_FINGERPRINTED = ("out", "new_run", "executor", *NOT_FINGERPRINTED)
+# fields a fingerprint leaves out at the value runs had before the field existed (what their absence stands for;
+# option_evidence: runs before it used the references' evidence)
+IMPLIED = {"repeat": 1, "bank_rule": "dominance", "option_evidence": "references"}
 
 
 @dataclass
@@ -99,9 +102,8 @@ class JITConfig(EpisodeOptions, RunControls, Quiet, NewRun):
 
     def fingerprinted(self) -> dict:
         fp = {k: v for k, v in asdict(self).items() if k not in _NOT_FINGERPRINTED}
-        # run directories made before these fields existed must still resume (option_evidence: with 'references')
-        for name, default in (("repeat", 1), ("bank_rule", "dominance"), ("option_evidence", "references")):
-            if fp[name] == default:
+        for name, value in IMPLIED.items():  # run directories made before these fields existed must still resume
+            if fp[name] == value:
                 del fp[name]
         return fp
 

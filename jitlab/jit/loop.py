@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha, read_files, seed_bank_dir, seed_names
 from jitlab.jit.bank import Bank, BankConfig, Evaluation
-from jitlab.jit.config import PHASES, JITConfig, cost_estimate, default_out
+from jitlab.jit.config import IMPLIED, PHASES, JITConfig, cost_estimate, default_out
 from jitlab.jit.generate import evidence, get_generator, rank, references
 from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.generate.library import choices_of, first_fitting, modules_of
@@ -33,6 +33,7 @@ from jitlab.jit.repair import (
 from jitlab.jit.summary import summarize_jit
 from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
+from jitlab.lockfile import check_lock_path
 from jitlab.progress import Progress
 from jitlab.repeats import samples
 from jitlab.runner import backoff, retry, sandboxed_episode
@@ -99,7 +100,7 @@ class JITEngine:
         cfg.check()
         self.cfg = cfg
         self.suite = get_suite(cfg.suite)
-        self.tasks = self.suite.tasks(cfg.split, cfg.family)[: cfg.limit]
+        self.tasks = checked_tasks(self.suite, cfg.split, cfg.family)[: cfg.limit]
         if not self.tasks:
             raise ConfigError(f"no tasks in suite {cfg.suite} split {cfg.split} family {cfg.family}")
         self.out = Path(cfg.out) if cfg.out else default_out(cfg)
@@ -111,7 +112,8 @@ class JITEngine:
         self.backbones["gen"] = exec_bb if gen_name == cfg.backbone else LazyBackbone(gen_name, cfg.backbone_options)
         judge = cfg.judge_backbone or cfg.backbone
         self.backbones["judge"] = exec_bb if judge == cfg.backbone else LazyBackbone(judge, cfg.backbone_options)
-        self.store = store or RunStore(self.out, config, new_run=cfg.new_run)
+        check_lock_path(self.out / "bank.sqlite.lock")  # refused before the run directory is written, as run.lock is
+        self.store = store or RunStore(self.out, config, new_run=cfg.new_run, implied=IMPLIED)
         try:  # a failure here must not keep the run's lock held in this process (a notebook would stay locked)
             if cfg.new_run or getattr(self.store, "restarted", None):  # a new run starts from B0 with an empty
                 # repair log (also when the store set aside an unstarted run of another config); the old stay beside

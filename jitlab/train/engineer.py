@@ -44,7 +44,7 @@ from pathlib import Path
 from jitlab.engineer.loop import EngineerConfig, evaluate_patch, run_batch
 from jitlab.engineer.patches import apply_patch
 from jitlab.engineer.proposer import extract_patch, render_prompt
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.errors import ConfigError
 from jitlab.harness import resolve
 from jitlab.jit.repair import dev_task_for
@@ -191,7 +191,7 @@ class PatchEvaluator:
             run.pop("max_wall_s", None)   # the evaluator's own: the reference and every patch run under it
             cfg = derive(EngineerConfig, self.controls, **run, out=str(self.out), quiet=True)
             suite = get_suite(cfg.suite)
-            split = suite.tasks(cfg.split, cfg.family)
+            split = checked_tasks(suite, cfg.split, cfg.family)
             at = {t.id: i for i, t in enumerate(split)}
             missing = [i for i in p["task_ids"] if i not in at]
             if missing:

@@ -23,7 +23,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.jit.bank import Bank
 from jitlab.jit.generate import references
 from jitlab.jit.repair import RepairConfig, RepairLog, dev_task_for, validate_and_repair
@@ -57,7 +57,7 @@ def evaluate_generator(backbone: str, out: str | Path, suite: str = "textworld",
             return done
     out.mkdir(parents=True, exist_ok=True)
     suite_obj = get_suite(suite)
-    tasks = suite_obj.tasks(split)[:limit] if limit else suite_obj.tasks(split)
+    tasks = checked_tasks(suite_obj, split)[:limit or None]
     model, smoke = get_backbone(backbone), get_backbone(executor)
     generator = policy_generator(format, backbone, code_references, max_new_tokens=max_new_tokens,
                                  repair_max_new_tokens=max_new_tokens)

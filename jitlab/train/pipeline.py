@@ -90,7 +90,8 @@ class PipelineConfig(Isolation):
     baseline_limit: int = field(default=5, metadata={"help": "tasks per seed baseline (the first of baseline_split)",
                                                      "min": 1})
     baseline_options: dict = field(default_factory=dict, metadata={"help": "RunConfig fields of the baselines, e.g. "
-                                                                           "{max_steps: 10}"})
+                                                                           "{max_steps: 10} (not those the pipeline "
+                                                                           "sets: split, limit, ...)"})
     runs: list = field(default_factory=list, metadata={"help": "reuse these run directories as the teacher's evidence "
                                                                "(the baselines step is then skipped)"})
     banks: list = field(default_factory=list, metadata={"help": "bank.sqlite files whose evaluations count too"})
@@ -101,7 +102,8 @@ class PipelineConfig(Isolation):
     stage3: dict = field(default_factory=dict, metadata={"help": "Stage3Config fields"})
     eval_policies: list = field(default_factory=lambda: list(POLICIES), metadata={
         "help": "policies evaluated: base (untrained), stage1, stage2, stage3 (those not trained are skipped)"})
-    eval_split: str = field(default="test", metadata={"help": "split of the held-out evaluation tasks",
+    eval_split: str = field(default="test", metadata={"help": "split of the held-out evaluation tasks (dev only when "
+                                                              "no evidence split is dev: evidence_splits)",
                                                       "choices": ["dev", "test"]})
     eval_limit: int = field(default=10, metadata={"help": "held-out tasks per evaluation", "min": 1})
     repair_rounds: int = field(default=2, metadata={"help": "repair rounds allowed in the validity evaluation",
@@ -122,9 +124,40 @@ class PipelineConfig(Isolation):
                               "evidence is never gathered on the test or holdout tasks the policies are evaluated on")
         check_fields(self)
         check_format(self.format)
+        for key, owned in _SET_BY_PIPELINE.items():  # options the pipeline itself passes (a TypeError later)
+            clash = [k for k in owned if isinstance(getattr(self, key), dict) and k in getattr(self, key)]
+            if clash:
+                raise ConfigError(f"{key}: {clash[0]} is set by the pipeline ({owned[clash[0]]}); set it there, "
+                                  f"not in {key}")
         bad = sorted(set(self.eval_policies) - set(POLICIES))
         if bad:
             raise ConfigError(f"eval_policies: unknown {', '.join(bad)}; use {', '.join(POLICIES)}")
+        shared = [f"{source} {split}" for source, splits in evidence_splits(self).items() for split in splits
+                  if split == self.eval_split]
+        if shared:
+            raise ConfigError(f"eval_split {self.eval_split} is also where the policies' evidence comes from "
+                              f"({', '.join(shared)}): the evaluation would run on the tasks they learnt from; "
+                              "evaluate on test (eval_split: test), or take every evidence split from train")
+
+
+# the options each *_options mapping must not set: the pipeline passes them itself (field that sets each)
+_SET_BY_PIPELINE = {
+    "baseline_options": {"suite": "suite", "harness": "seeds", "backbone": "executor", "split": "baseline_split",
+                         "limit": "baseline_limit", "out": "its folder's baselines/", "allow_unisolated": "allow_unisolated"},
+    "eval_options": {"suite": "suite", "mode": "streaming", "generator": "eval_policies", "backbone": "executor",
+                     "split": "eval_split", "limit": "eval_limit", "out": "its folder's streaming/"},
+}
+
+
+def evidence_splits(cfg: PipelineConfig) -> dict[str, list[str]]:
+    """Where the policies learn from, by the option that says it: the baselines' split, the splits Stage I data
+    takes examples from, Stage III's training tasks (each as the pipeline's config sets it, else its default)."""
+    data1 = cfg.data1 if isinstance(cfg.data1, dict) else {}
+    stage3 = cfg.stage3 if isinstance(cfg.stage3, dict) else {}
+    splits = data1.get("splits", Stage1DataConfig.__dataclass_fields__["splits"].default_factory())
+    return {"baseline_split": [cfg.baseline_split],
+            "data1 splits": list(splits) if isinstance(splits, list | tuple) else [splits],
+            "stage3 split": [stage3.get("split", Stage3Config.__dataclass_fields__["split"].default)]}
 
 
 def _stage(cls, overrides: dict, wiring: dict, key: str):

@@ -43,7 +43,7 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from jitlab.envs.base import get_suite
+from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.errors import ConfigError
 from jitlab.harness import harness_sha, read_files, seed_bank_dir
 from jitlab.jit.bank import Bank, Evaluation
@@ -158,7 +158,7 @@ def generation_rows(rows: list[dict], cfg: Stage3Config) -> list[dict]:
 
 
 def _tasks(suite, cfg: Stage3Config) -> list:
-    tasks = suite.tasks(cfg.split)
+    tasks = checked_tasks(suite, cfg.split)
     if not tasks:
         raise ConfigError(f"suite {cfg.suite} has no {cfg.split} task to train on")
     return tasks[:cfg.tasks] if cfg.tasks else tasks

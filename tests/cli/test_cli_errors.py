@@ -13,27 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import REPO, RUN, one_line_error
 
 from jitlab.cli import main
 from jitlab.store import load
 
-REPO = Path(__file__).resolve().parents[2]
-RUN = ["run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-hash", "--no-cache"]
-
 
 def _env():
     return {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
-def _one_line_error(capsys, argv, *needles):
-    """Run the CLI in-process: exit code 2 and exactly one line on stderr, no traceback, naming ``needles``."""
-    rc = main(argv)
-    err = capsys.readouterr().err.strip()
-    assert rc == 2, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
 
 
 def _finals(out) -> dict:
@@ -117,7 +104,7 @@ def test_a_bank_being_written_has_one_writer(tmp_path):
                                          ("/proc/x", "cannot be created"),
                                          ("/etc/hostname/sub", "is a file")])
 def test_out_that_is_a_file_or_cannot_be_created(capsys, out, needle):
-    _one_line_error(capsys, [*RUN, "--limit", "1", "--out", out], out, needle, "--out")
+    one_line_error(capsys, [*RUN, "--limit", "1", "--out", out], out, needle, "--out")
 
 
 @pytest.fixture
@@ -133,8 +120,8 @@ def test_truncated_run_sqlite_is_one_line_under_show_and_rerun(finished_run, cap
     db.write_bytes(db.read_bytes()[:1500])                 # the header survives, the pages do not
     summary = (finished_run / "summary.json").read_bytes()
     capsys.readouterr()
-    _one_line_error(capsys, ["show", str(finished_run)], str(db), "--new-run")
-    _one_line_error(capsys, [*RUN, "--limit", "2", "--out", str(finished_run)], str(db), "--new-run")
+    one_line_error(capsys, ["show", str(finished_run)], str(db), "--new-run")
+    one_line_error(capsys, [*RUN, "--limit", "2", "--out", str(finished_run)], str(db), "--new-run")
     assert (finished_run / "summary.json").read_bytes() == summary       # nothing overwritten
     assert main([*RUN, "--limit", "2", "--out", str(finished_run), "--new-run"]) == 0
     assert list(finished_run.glob("run.*.sqlite")), "the damaged file is kept beside the new run"
@@ -146,8 +133,8 @@ def test_zero_byte_run_sqlite_is_refused_not_started_over(finished_run, capsys):
         Path(f"{finished_run / 'run.sqlite'}{side}").unlink(missing_ok=True)
     summary = (finished_run / "summary.json").read_bytes()
     capsys.readouterr()
-    _one_line_error(capsys, [*RUN, "--limit", "2", "--out", str(finished_run)], "0 bytes", "--new-run")
-    _one_line_error(capsys, ["show", str(finished_run)], "0 bytes")
+    one_line_error(capsys, [*RUN, "--limit", "2", "--out", str(finished_run)], "0 bytes", "--new-run")
+    one_line_error(capsys, ["show", str(finished_run)], "0 bytes")
     assert (finished_run / "summary.json").read_bytes() == summary
     assert (finished_run / "run.sqlite").stat().st_size == 0
 
@@ -157,17 +144,17 @@ def test_figures_on_a_corrupt_run_or_with_out_a_file(finished_run, tmp_path, cap
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
     capsys.readouterr()
-    _one_line_error(capsys, ["figures", "--runs", str(finished_run), "--out", str(a_file)], str(a_file),
+    one_line_error(capsys, ["figures", "--runs", str(finished_run), "--out", str(a_file)], str(a_file),
                     "not a directory")
     db = finished_run / "run.sqlite"
     db.write_bytes(b"garbage, not SQLite" * 200)
-    _one_line_error(capsys, ["figures", "--runs", str(finished_run), "--out", str(tmp_path / "figs")], str(db))
+    one_line_error(capsys, ["figures", "--runs", str(finished_run), "--out", str(tmp_path / "figs")], str(db))
 
 
 def test_malformed_batch_yaml_is_one_line(tmp_path, capsys):
     grid = tmp_path / "grid.yaml"
     grid.write_text("limit: [1, 2\nseed: {oops\n")
-    _one_line_error(capsys, ["batch", str(REPO / "notebooks" / "00_quickstart.ipynb"), "--grid", str(grid), "--out",
+    one_line_error(capsys, ["batch", str(REPO / "notebooks" / "00_quickstart.ipynb"), "--grid", str(grid), "--out",
                              str(tmp_path / "b")], str(grid), "not valid YAML", "line ")
 
 
@@ -190,7 +177,7 @@ def test_disk_full_run_is_one_line_and_resumes(tmp_path, capsys):
     with _tiny_tmpfs(tmp_path / "small", "400k") as small:
         out = small / "r"
         argv = [*RUN, "--limit", "10", "--out", str(out)]
-        err = _one_line_error(capsys, argv, "no space left", "free space")
+        err = one_line_error(capsys, argv, "no space left", "free space")
         assert str(out) in err
         roomy = shutil.copytree(out, tmp_path / "roomy")          # "free space": the records on a roomy disk
     done = _finals(roomy)
@@ -232,7 +219,7 @@ def test_bank_show_on_an_empty_or_corrupt_bank_changes_nothing(tmp_path, capsys,
     path.write_bytes(content)
     before = _tree(tmp_path)
     for cmd in ("show", "frontier"):
-        err = _one_line_error(capsys, ["bank", cmd, "--bank", str(path)], str(path))
+        err = one_line_error(capsys, ["bank", cmd, "--bank", str(path)], str(path))
         assert "fresh harness bank" not in err
     assert _tree(tmp_path) == before
 
@@ -241,7 +228,7 @@ def test_the_cli_backstop_turns_an_oserror_into_one_line_naming_the_file(tmp_pat
     grid = tmp_path / "grid.yaml"
     grid.write_text("runs:\n  - {}\n")
     notebook = str(REPO / "notebooks" / "00_quickstart.ipynb")
-    _one_line_error(capsys, ["batch", notebook, "--grid", str(grid), "--out", "/etc/hostname"], "/etc/hostname")
+    one_line_error(capsys, ["batch", notebook, "--grid", str(grid), "--out", "/etc/hostname"], "/etc/hostname")
     monkeypatch.setenv("JITLAB_DEBUG", "1")                 # and the traceback is there when asked for
     with pytest.raises(OSError):
         main(["batch", notebook, "--grid", str(grid), "--out", "/etc/hostname"])
@@ -250,5 +237,5 @@ def test_the_cli_backstop_turns_an_oserror_into_one_line_naming_the_file(tmp_pat
 def test_bank_export_into_a_file_is_one_line(tmp_path, capsys):
     from jitlab.jit.bank import Bank, BankConfig
     Bank(tmp_path / "bank.sqlite", config=BankConfig(retrieval="bm25")).close()
-    _one_line_error(capsys, ["bank", "export", "/etc/hostname", "--bank", str(tmp_path / "bank.sqlite")],
+    one_line_error(capsys, ["bank", "export", "/etc/hostname", "--bank", str(tmp_path / "bank.sqlite")],
                     "/etc/hostname", "is a file")

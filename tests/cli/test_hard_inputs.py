@@ -9,22 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import REPO, RUN, one_line_error
 
 from jitlab.cli import main
-
-REPO = Path(__file__).resolve().parents[2]
-RUN = ["run", "--suite", "toy", "--harness", "react", "--backbone", "scripted:pick-hash", "--no-cache"]
-
-
-def _one_line_error(capsys, argv, *needles):
-    """Run the CLI in-process: exit code 2 and exactly one line on stderr, no traceback, naming ``needles``."""
-    rc = main(argv)
-    err = capsys.readouterr().err.strip()
-    assert rc == 2, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
 
 
 @pytest.fixture
@@ -104,7 +91,7 @@ def test_bad_backbones_and_strategies_are_refused_before_the_run_directory(argv,
     config"), or, for scripted, an infra_error episode; engineer and transfer left an empty --out."""
     out = tmp_path / "o"
     limit = [] if argv[0] == "engineer" else ["--limit", "1"]
-    _one_line_error(capsys, [*argv, *limit, "--out", str(out)], needle)
+    one_line_error(capsys, [*argv, *limit, "--out", str(out)], needle)
     assert not out.exists()
 
 
@@ -115,7 +102,7 @@ def test_a_missing_model_package_is_refused_before_the_run_directory(backbone, t
     import jitlab.llm.hf as hf
     monkeypatch.setattr(hf.packaged, "_find_package", lambda name: None)
     out = tmp_path / "o"
-    _one_line_error(capsys, [*RUN[:5], "--backbone", backbone, "--limit", "1", "--out", str(out)], "is not installed")
+    one_line_error(capsys, [*RUN[:5], "--backbone", backbone, "--limit", "1", "--out", str(out)], "is not installed")
     assert not out.exists()
 
 
@@ -132,7 +119,7 @@ def test_a_run_directory_with_no_finished_episode_does_not_block_the_corrected_c
     assert len(list(out.glob("run.*.sqlite"))) == 1, "the old records are kept beside the new run"
     capsys.readouterr()
     assert main([*RUN, "--limit", "1", "--out", str(tmp_path / "r")]) == 0     # a finished run still refuses drift
-    _one_line_error(capsys, [*RUN, "--limit", "1", "--seed", "3", "--out", str(tmp_path / "r")],
+    one_line_error(capsys, [*RUN, "--limit", "1", "--seed", "3", "--out", str(tmp_path / "r")],
                     "started with a different config")
 
 
@@ -147,7 +134,7 @@ def test_backbone_option_values_are_checked_before_anything_is_written(option, m
     """jitlab run --backbone embedded --backbone-option prefix_cache_mb=-5 (temperature=NaN, max_new_tokens=abc):
     before, the run went ahead silently with the bad value."""
     out = tmp_path / "o"
-    err = _one_line_error(capsys, [*RUN[:5], "--backbone", "embedded", "--backbone-option", option, "--limit", "1",
+    err = one_line_error(capsys, [*RUN[:5], "--backbone", "embedded", "--backbone-option", option, "--limit", "1",
                                    "--out", str(out)])
     assert err == f"jitlab: error: {message}"
     assert not out.exists()
@@ -168,7 +155,7 @@ def test_transfer_threshold_is_a_share(tmp_path, capsys):
     """jitlab transfer --suite toy --learn-on scripted:pick-hash --apply-to scripted:pick-hash --threshold 7:
     before, accepted (a share of steps above 1 mines nothing)."""
     out = tmp_path / "t"
-    _one_line_error(capsys, ["transfer", "--suite", "toy", "--learn-on", "scripted:pick-hash", "--apply-to",
+    one_line_error(capsys, ["transfer", "--suite", "toy", "--learn-on", "scripted:pick-hash", "--apply-to",
                              "scripted:pick-hash", "--threshold", "7", "--limit", "1", "--out", str(out)],
                     "--threshold must be <= 1.0, got 7.0")
     assert not out.exists()
@@ -206,7 +193,7 @@ def test_a_non_utf8_harness_file_is_one_line_naming_it(command, non_utf8_harness
             "show": ["harnesses", "show", str(non_utf8_harness)],
             "engineer": ["engineer", "run", "--suite", "toy", "--harness", str(non_utf8_harness), "--backbone",
                          "scripted:pick-first", "--engineer", "rules", "--batch", "1", "-k", "1", "--out", str(out)]}
-    _one_line_error(capsys, argv[command], str(non_utf8_harness / "memory.py"), "not UTF-8", "0xe9")
+    one_line_error(capsys, argv[command], str(non_utf8_harness / "memory.py"), "not UTF-8", "0xe9")
     assert not out.exists()
 
 
@@ -218,7 +205,7 @@ def test_train_set_of_a_string_field_with_another_type_is_one_line(stage, value,
     data = tmp_path / "d"
     data.mkdir()
     need = {"stage1": ["--set", f"data={data}"], "stage3": ["--set", f"policy={data}"]}[stage]
-    _one_line_error(capsys, ["train", stage, *need, "--set", f"report_to={value}", "--out", str(tmp_path / "t")],
+    one_line_error(capsys, ["train", stage, *need, "--set", f"report_to={value}", "--out", str(tmp_path / "t")],
                     "--report-to must be a string, got")
     assert not (tmp_path / "t").exists()
 
@@ -280,7 +267,7 @@ def test_a_full_disk_during_jit_names_the_file_and_says_free_space(tmp_path, cap
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=450k", "tmpfs", str(small)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        err = _one_line_error(capsys, [*JIT, "--limit", "10", "--quiet", "--out", str(small / "j")], "no space left",
+        err = one_line_error(capsys, [*JIT, "--limit", "10", "--quiet", "--out", str(small / "j")], "no space left",
                               str(small / "j"), "free space")
         assert "--new-run" not in err
     finally:
@@ -297,7 +284,7 @@ def test_an_oserror_without_a_file_names_the_out_it_was_writing(tmp_path, capsys
     def full(cfg, spend=None):
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(inference, "run_jit", full)
-    _one_line_error(capsys, [*JIT, "--limit", "1", "--out", str(tmp_path / "j")],
+    one_line_error(capsys, [*JIT, "--limit", "1", "--out", str(tmp_path / "j")],
                     f"a file under {tmp_path / 'j'}: No space left on device; free space")
 
 
@@ -307,15 +294,15 @@ def test_dash_refuses_a_bad_port_a_busy_port_and_a_corrupt_run_in_one_line(finis
     dash does not have)."""
     import socket
     pytest.importorskip("panel")
-    _one_line_error(capsys, ["dash", str(finished_run), "--no-show", "--port", "-1"], "--port must be >= 0, got -1")
+    one_line_error(capsys, ["dash", str(finished_run), "--no-show", "--port", "-1"], "--port must be >= 0, got -1")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        _one_line_error(capsys, ["dash", str(finished_run), "--no-show", "--port", str(port)],
+        one_line_error(capsys, ["dash", str(finished_run), "--no-show", "--port", str(port)],
                         f"--port {port}: cannot listen on 127.0.0.1:{port}", "pass another --port")
     (finished_run / "run.sqlite").write_bytes(b"not SQLite at all" * 100)
-    err = _one_line_error(capsys, ["dash", str(finished_run), "--no-show"], str(finished_run / "run.sqlite"),
+    err = one_line_error(capsys, ["dash", str(finished_run), "--no-show"], str(finished_run / "run.sqlite"),
                           "corrupt", "the command that wrote it", f"leave {finished_run} out of `jitlab dash`")
     assert "rerun with --new-run" not in err
 
@@ -327,6 +314,6 @@ def test_a_run_sqlite_that_is_a_directory_says_so(tmp_path, capsys):
     (out / "run.sqlite").mkdir(parents=True)
     for argv in ([*RUN, "--limit", "1", "--out", str(out)], [*RUN, "--limit", "1", "--new-run", "--out", str(out)],
                  ["show", str(out)]):
-        err = _one_line_error(capsys, argv, f"{out / 'run.sqlite'} is a directory", "move it away")
+        err = one_line_error(capsys, argv, f"{out / 'run.sqlite'} is a directory", "move it away")
         assert "permission" not in err
     assert (out / "run.sqlite").is_dir() and not list((out / "run.sqlite").iterdir())

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Protocol
 
 import jinja2
-import yaml
 
 from jitlab.errors import UnknownName
-from jitlab.harness import harness_sha
+from jitlab.harness import describe_files, harness_sha
 from jitlab.plumbing import load_entry
 
 __all__ = [
@@ -136,15 +135,6 @@ def resolved(files: dict[str, str]) -> dict[str, str]:
     does not resolve (a syntax error, say) is returned as it is, for validation to report."""
     from jitlab.resolve import resolved_or_raw
     return resolved_or_raw(files)
-
-
-def describe_files(files: dict[str, str]) -> dict:
-    """description.yaml of a file set as a dict ({} when absent or not a mapping)."""
-    try:
-        data = yaml.safe_load(files.get("description.yaml", "")) or {}
-    except yaml.YAMLError:
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
