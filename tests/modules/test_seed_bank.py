@@ -109,7 +109,7 @@ def _record(folder, suite_name, n=2):
         finally:
             env.close()
         episodes.append(([{k: v for k, v in s.items() if "wall" not in k and "latency" not in k} for s in steps],
-                         {k: v for k, v in result.as_dict().items() if k != "wall_s"}))
+                         {k: v for k, v in result.as_dict().items() if k not in ("wall_s", "time")}))   # timings
     return episodes, requests
 
 
