@@ -118,10 +118,21 @@ class _Server:
         if rc := self.L.llama_decode(ctx or self.ctx, b):
             raise InfraError(f"llama_decode failed (code {rc}) on a batch of {len(rows)} tokens")
 
+    def _logits(self, i: int, ctx=None):
+        return self.np.ctypeslib.as_array(self.L.llama_get_logits_ith(ctx or self.ctx, i),
+                                          shape=(self.n_vocab,)).astype(self.np.float64)
+
     def _logprobs(self, i: int, ctx=None):
-        np = self.np
-        x = np.ctypeslib.as_array(self.L.llama_get_logits_ith(ctx or self.ctx, i), shape=(self.n_vocab,)).astype(np.float64)
-        return x - x.max() - np.log(np.exp(x - x.max()).sum())
+        x = self._logits(i, ctx)
+        top = x.max()
+        return x - top - self.np.log(self.np.exp(x - top).sum())
+
+    def _logprob(self, i: int, token: int, ctx=None) -> float:
+        """``_logprobs(i, ctx)[token]``, the same float, without the whole vocabulary's log-probabilities (score's
+        candidate tokens: one wanted per row)."""
+        x = self._logits(i, ctx)
+        top = x.max()
+        return float(x[token] - top - self.np.log(self.np.exp(x - top).sum()))
 
     def _take(self, slot: dict, ids: list[int]) -> int:
         """Point ``slot`` at ``ids``: keep its cached common prefix (always feeding at least the last token), drop
@@ -225,7 +236,7 @@ class _Server:
                 self._decode(part, sctx)
                 for i, token, row in where:
                     if r <= row < r + len(part):
-                        scores[i] += float(self._logprobs(row - r, sctx)[token])
+                        scores[i] += self._logprob(row - r, token, sctx)
             for seq in range(1, len(group) + 1):
                 L.llama_memory_seq_rm(smem, seq, -1, -1)
         self.send({"id": msg["id"], "scores": scores, "queue_s": started - received,
