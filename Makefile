@@ -7,7 +7,9 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.jitlab-setup
-APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver
+# openjdk-17-jre-headless: the Java runtime of the twx suite's simulator (Debian 12's /usr/bin/java; default-jre-headless
+# names it on other releases)
+APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup demo test test-slow bench lab gemma llamacpp docs-notebooks pipeline pipeline-code pipeline-smoke clean-venv

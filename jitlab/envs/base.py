@@ -92,6 +92,7 @@ SUITES: dict[str, str] = {
     "textworld": "jitlab.envs.textworld:TextWorldSuite",
     "babyai": "jitlab.envs.babyai:BabyAISuite",
     "dbbench": "jitlab.envs.dbbench:DBBenchSuite",
+    "twx": "jitlab.envs.twx:TwxSuite",
     "toy": "jitlab.envs.toy:ToySuite",
 }
 MIX_PREFIX = "mix:"   # a mixed stream of several suites: built by this factory from what follows the prefix
