@@ -33,6 +33,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from jitlab.paths import repo_relative
 from jitlab.plumbing import free_port
 
 __all__ = ["Progress", "group", "progress_mode", "in_notebook", "live_dashboard_hint"]
@@ -63,9 +64,12 @@ def progress_mode(quiet: bool = False) -> str:
 
 
 def live_dashboard_hint(run_dir: str | Path) -> str:
-    """The command serving the live dashboard on ``run_dir`` and the URL it will answer on."""
+    """The command serving the live dashboard on ``run_dir`` and the URL it will answer on. The run directory is
+    named relative to the repository root (where the commands are typed) when it lies under it, so a notebook's
+    executed copy holds no machine's absolute path."""
     port = free_port()
-    return f"live dashboard: run `jitlab dash --live {run_dir} --port {port}` in a terminal, then open http://127.0.0.1:{port}/"
+    return (f"live dashboard: run `jitlab dash --live {repo_relative(run_dir)} --port {port}` in a terminal, "
+            f"then open http://127.0.0.1:{port}/")
 
 
 def _duration(seconds: float) -> str:

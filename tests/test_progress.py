@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jitlab.progress import Progress, group, progress_mode
+from jitlab.progress import Progress, group, live_dashboard_hint, progress_mode
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = [sys.executable, "-m", "jitlab.cli", "run", "--suite", "toy", "--harness", "react", "--backbone",
@@ -105,3 +105,12 @@ def test_quiet_or_piped_outside_a_notebook(monkeypatch):
     monkeypatch.delenv("JITLAB_PROGRESS", raising=False)
     assert progress_mode(quiet=True) == "off"
     assert progress_mode(quiet=False) == "lines"   # pytest captures stdout: not a terminal
+
+
+def test_the_live_dashboard_hint_names_a_run_under_the_checkout_from_its_root(tmp_path):
+    """Notebook 00's executed copy printed `jitlab dash --live /work/main/runs/...`: a run under the repository root is
+    named from there (where the commands are typed); one elsewhere keeps its absolute path."""
+    from jitlab.paths import repo_root
+    hint = live_dashboard_hint(repo_root() / "runs" / "quickstart")
+    assert "jitlab dash --live runs/quickstart --port " in hint and str(repo_root()) not in hint
+    assert f"--live {tmp_path / 'run'} --port " in live_dashboard_hint(tmp_path / "run")

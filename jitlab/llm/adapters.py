@@ -21,10 +21,25 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 
-__all__ = ["ADAPTER_CONFIG", "BASE_FILE", "adapter_chain", "is_adapter_dir", "load_adapter", "trainable", "write_base"]
+__all__ = ["ADAPTER_CONFIG", "BASE_FILE", "adapter_chain", "ignore_peft_checkpointing_probe", "is_adapter_dir",
+           "load_adapter", "trainable", "write_base"]
 
 ADAPTER_CONFIG = "adapter_config.json"
 BASE_FILE = "jitlab_base.json"
+
+
+def ignore_peft_checkpointing_probe() -> None:
+    """Silence transformers' ``FutureWarning: `is_gradient_checkpointing` is deprecated`` (that warning only).
+
+    jitlab never reads that property: peft reads it whenever it wraps a model (``PeftModel.__init__``:
+    ``getattr(model, "is_gradient_checkpointing", True)``, so every ``PeftModel.from_pretrained`` here and every
+    TRL trainer given a ``peft_config``), and TRL reads it around GRPO's generation and DPO's reference pass. Seen
+    with transformers 5.25, peft 0.21, TRL 1.16: the notebooks' executed copies (02-04) showed it in their training
+    and evaluation cells. Nothing to fix on jitlab's side until peft and TRL read ``is_activation_checkpointing``;
+    filtering by message, category and the module that warns leaves every other warning as it was."""
+    import warnings
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning,
+                            module="transformers.modeling_utils")
 
 
 def is_adapter_dir(directory: str | Path) -> bool:
@@ -76,6 +91,7 @@ def load_adapter(directory: str | Path, load_base, dtype=None):
     """(tokenizer, model) of an adapter folder: its base with every adapter below it and itself merged in.
     ``load_base(spec, dtype)`` loads the base (jitlab.llm.hf.load_base; passed in so this module never imports hf)."""
     from peft import PeftModel
+    ignore_peft_checkpointing_probe()
     directory = Path(directory).resolve()
     base, below = _base_of(directory)
     tokenizer, model = load_base(base, dtype)

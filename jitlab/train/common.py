@@ -20,7 +20,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.jit.generate import get_generator
-from jitlab.llm.adapters import write_base
+from jitlab.llm.adapters import ignore_peft_checkpointing_probe, write_base
 from jitlab.run_options import NOT_FINGERPRINTED
 from jitlab.runtime import EPISODE_MAX_WALL_S
 from jitlab.train.records import versions, write_json, write_jsonl
@@ -141,6 +141,7 @@ def train_phase(name: str, out: Path, make_trainer, rows: list[dict], base: str,
     if (adapter / DONE).is_file():
         return json.loads((adapter / DONE).read_text())
     folder.mkdir(parents=True, exist_ok=True)
+    ignore_peft_checkpointing_probe()   # peft and TRL read a deprecated transformers property (see there)
     resume = get_last_checkpoint(str(folder))
     start = time.perf_counter()
     trainer, dropped = make_trainer(folder)

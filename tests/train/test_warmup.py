@@ -5,6 +5,7 @@ SFT (TRL, peft, torch) for one step on a TEST DOUBLE model: a randomly initialis
 with a byte-level tokenizer built here, so it costs seconds and needs no model package."""
 import json
 import math
+import warnings
 
 import pytest
 
@@ -61,10 +62,40 @@ def test_a_one_step_stage1_run_moves_the_lora_weights(tmp_path):
     out = tmp_path / "stage1"
     cfg = Stage1Config(data=str(data), base=f"hf:{tiny_model(tmp_path / 'tiny')}", sft_steps=1, dpo=False,
                        grad_accum=1, max_length=128, save_steps=1, report_to="none", threads=1)
-    manifest = run_stage1(cfg, out)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        manifest = run_stage1(cfg, out)
+    assert not _probe(caught), "peft's is_gradient_checkpointing probe warned (the executed copies of 02-04 showed it)"
     assert manifest["phases"]["sft"]["global_step"] == 1 and math.isfinite(manifest["phases"]["sft"]["last_loss"])
     history = [json.loads(line) for line in (out / "sft" / "log_history.jsonl").read_text().splitlines()]
     assert [h["learning_rate"] for h in history if "learning_rate" in h] == [cfg.sft_learning_rate]
     weights = load_file(out / "sft" / "adapter" / "adapter_model.safetensors")
     lora_b = [v for k, v in weights.items() if k.endswith("lora_B.weight")]
     assert lora_b and sum(float(v.abs().sum()) for v in lora_b) > 0, "the LoRA adapters did not move"
+
+
+def _probe(caught) -> list[str]:
+    return [str(w.message) for w in caught if "is_gradient_checkpointing" in str(w.message)]
+
+
+def test_loading_a_trained_adapter_shows_no_checkpointing_probe_warning(tmp_path):
+    """An adapter loaded as a backbone (``hf:<adapter>``, the notebooks' evaluation cells): peft wraps the base and
+    reads transformers' deprecated ``is_gradient_checkpointing``; jitlab filters exactly that warning."""
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaForCausalLM
+
+    from jitlab.llm.adapters import load_adapter, write_base
+    from jitlab.llm.hf import load_base
+    base = tiny_model(tmp_path / "tiny")
+    with warnings.catch_warnings():   # writing the test's adapter: peft's probe is allowed to warn here
+        warnings.simplefilter("ignore")
+        peft_model = get_peft_model(LlamaForCausalLM.from_pretrained(base),
+                                    LoraConfig(r=2, target_modules=["q_proj"], task_type="CAUSAL_LM"))
+    peft_model.save_pretrained(tmp_path / "adapter")
+    write_base(tmp_path / "adapter", f"hf:{base}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_adapter(tmp_path / "adapter", load_base)
+        warnings.warn("another FutureWarning", FutureWarning, stacklevel=1)   # the filter is that one warning only
+    assert not _probe(caught) and "another FutureWarning" in [str(w.message) for w in caught]

@@ -107,7 +107,7 @@ def test_the_committed_copies_draw_their_plots_with_no_network():
     assert not blank, blank
 
 
-# the copies of the figure notebooks (issue 44 part 3); 00 and the training notebooks 02-04 are regenerated elsewhere
+# the copies of the figure notebooks (issue 44 part 3); the training notebooks 02-04 are regenerated elsewhere
 FIGURE_COPIES = ["01_seed_bank", "05_static_vs_streaming", "06_cost_performance", "07_harness_engineer",
                  "08_inspect_a_run"]
 
@@ -120,11 +120,12 @@ def _shown_text(page: Path) -> str:
     return re.sub(r"<(script|style)\b.*?</\1>", "", text, flags=re.S | re.I)
 
 
-def test_the_figure_notebooks_copies_hold_no_absolute_path_and_no_warning():
+def test_the_quickstart_and_figure_notebooks_copies_hold_no_absolute_path_and_no_warning():
     """Before: 01 and 06 printed `live dashboard: run jitlab dash --live /work/main/runs/...`, 08 the export as
-    PosixPath('/work/main/results/...'), 05 and 07 this machine's paths, 07 transformers' FutureWarnings."""
+    PosixPath('/work/main/results/...'), 05 and 07 this machine's paths, 07 transformers' FutureWarnings; 00 the
+    live dashboard command, its run folder and its PNG under /work/main/runs/docs/... (now named from the repo root)."""
     import re
-    for name in FIGURE_COPIES:
+    for name in ["00_quickstart", *FIGURE_COPIES]:
         shown = _shown_text(DOCS / f"{name}.html")
         paths = re.findall(r"(?<![\w.:/])/(?:work|root|home|tmp|Users)/[^\s\"'<>]*", shown)
         assert not paths, (name, paths[:3])
