@@ -18,9 +18,10 @@ place whether its kernel starts in the repo or in ``notebooks/``.
 Spend: ``max_cost`` / ``max_tokens_total`` given to :func:`run_grid` or :func:`run_jit_modes` cap the
 *total* real backbone spend recorded under ``$JITLAB_SPEND_ROOT`` (set by ``jitlab batch`` to its
 ``--out``) or else under ``out_root``, all cells together; when it is reached no new episode starts and
-SpendCapReached is raised (rerun with a higher cap to resume); :func:`check_spend` checks it before a step
-that takes no cap itself (the engineer commands take ``max_cost`` / ``max_tokens_total`` themselves now:
-jitlab/run_options.py).
+SpendCapReached is raised (rerun with a higher cap to resume); ``max_wall_total_s`` caps the wall seconds of the
+call the same way (counted from its start: a rerun resumes). :func:`check_spend` checks the spend before a step
+that takes no cap itself (the engineer commands take ``max_cost`` / ``max_tokens_total`` / ``max_wall_total_s``
+themselves now: jitlab/run_options.py).
 
 Ray: ``run_grid(..., executor="ray")`` runs each cell as a Ray task (jitlab/cluster.py). It uses the Ray
 this process is connected to, so ``ray.init(address="ray://head:10001")`` first points a grid at an existing
@@ -44,7 +45,7 @@ from jitlab.harness import describe_files, seed_bank_dir, seed_names
 from jitlab.jit.inference import JITConfig, run_jit
 from jitlab.paths import repo_root
 from jitlab.progress import group
-from jitlab.run_options import SPEND_ROOT_ENV, shared_spend
+from jitlab.run_options import CAP_NAMES, SPEND_ROOT_ENV, shared_spend
 from jitlab.runner import RunConfig, run
 from jitlab.selection import judge, successes
 from jitlab.store import load
@@ -96,10 +97,12 @@ def output_path(path: str | Path) -> Path:
     return Path(os.path.normpath(Path(root) / path)) if root else repo_path(path)
 
 
-def grid_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None):
+def grid_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None,
+               max_wall_total_s: float | None = None):
     """A RunSpend shared by several runs, seeded with the real spend of every run recorded under
-    ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``; None when no cap is given (jitlab.run_options.shared_spend)."""
-    return shared_spend(root, max_cost, max_tokens_total)
+    ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``, its wall clock started now; None when no cap is given
+    (jitlab.run_options.shared_spend)."""
+    return shared_spend(root, max_cost, max_tokens_total, max_wall_total_s)
 
 
 def check_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None) -> None:
@@ -125,8 +128,9 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     ``$RAY_ADDRESS``, else a local Ray), ``workers`` of them at once (default 1 is raised to all cells; Ray
     queues them on its CPUs); the cell's worker is the one writer of its directory. Extra keyword arguments
     go to :class:`jitlab.runner.RunConfig` (max_steps, max_tokens, concurrency, backbone_options, repeat, ...), except
-    ``max_cost`` / ``max_tokens_total``, which cap the whole grid (module docstring; with Ray each cell checks
-    the cap against the spend recorded when it starts and its own). Returns one row per run:
+    ``max_cost`` / ``max_tokens_total`` / ``max_wall_total_s``, which cap the whole grid (module docstring; with Ray
+    each cell checks the cap against the spend recorded when it starts and its own, and counts its wall from its own
+    start). Returns one row per run:
     ``SUMMARY_COLUMNS`` (from each run's summary.json), and ``REPEAT_COLUMNS`` with ``repeat`` > 1."""
     import pandas as pd
 
@@ -134,7 +138,7 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     check_executor(executor)
     suites, harnesses, backbones = (_as_list(x) for x in (suites, harnesses, backbones))
     root = output_path(out_root)
-    caps = (run_options.pop("max_cost", None), run_options.pop("max_tokens_total", None))
+    caps = tuple(run_options.pop(name, None) for name in CAP_NAMES)
     spend = grid_spend(root, *caps)
     combos = [(s, h, b) for s in suites for b in backbones for h in harnesses]
     with group(len(combos), f"grid ({len(combos)} cells)", quiet=quiet, unit="cell", run_dir=root) as total:
@@ -164,9 +168,9 @@ def run_grid(suites, harnesses, backbones, limit: int | None = 2, out_root: str 
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + repeats)
 
 
-def _grid_cell(root, suite, harness, backbone, limit, split, quiet, run_options, caps=(None, None), spend=None) -> dict:
+def _grid_cell(root, suite, harness, backbone, limit, split, quiet, run_options, caps=(), spend=None) -> dict:
     """One grid cell: run (or resume) it, return its summary row. Module-level so a Ray task can run it; there
-    ``caps`` (max_cost, max_tokens_total) make the cell's own grid spend (a RunSpend cannot cross processes)."""
+    ``caps`` (jitlab.run_options.CAP_NAMES, in order) make the cell's own grid spend (a RunSpend cannot cross processes)."""
     out = Path(root) / suite / run_slug(Path(str(harness)).name, backbone)
     if not quiet:
         print(f"{suite} · {harness} · {backbone} -> {out}", flush=True)
@@ -244,8 +248,9 @@ def run_jit_modes(suite: str, generator: str = "compose", backbone: str = "embed
     for static mode (default 4); streaming generates one harness per task, as in the paper.
     ``concurrency`` static tasks are solved at once (a stream runs in order). Extra
     keyword arguments go to :class:`jitlab.jit.JITConfig` (split, selector, retrieval, max_steps, ...).
-    ``max_cost`` / ``max_tokens_total`` cap the modes together (module docstring). Returns ``{mode: run_dir}``."""
-    spend = grid_spend(output_path(out_root), jit_options.pop("max_cost", None), jit_options.pop("max_tokens_total", None))
+    ``max_cost`` / ``max_tokens_total`` / ``max_wall_total_s`` cap the modes together (module docstring). Returns
+    ``{mode: run_dir}``."""
+    spend = grid_spend(output_path(out_root), *(jit_options.pop(name, None) for name in CAP_NAMES))
     root = output_path(out_root) / suite / run_slug("jit", generator, backbone)
     out = {}
     for mode in _as_list(modes):

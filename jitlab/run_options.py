@@ -18,6 +18,9 @@ The classes, each a set of fields (help, defaults, bounds: jitlab/fields.py, the
 - :class:`SpendCaps` -- ``max_cost`` / ``max_tokens_total``: real backbone spend (replay-cache hits are free) of the
   whole command, every run it makes and every phase, counted with what is already recorded under its output
   (``$JITLAB_SPEND_ROOT`` when set: a ``jitlab batch`` counts all its notebooks); a rerun with higher caps resumes;
+  and ``max_wall_total_s``: the wall seconds of this invocation of the whole command, counted from when its RunSpend
+  is made (past invocations' time is not counted, so a plain rerun resumes); once a cap is reached no new episode or
+  backbone call starts (jitlab.runtime.RunSpend);
 - :class:`RunControls` -- the caps, ``concurrency`` and ``retries``, and :class:`Quiet` -- ``quiet``: how fast a
   command goes, when it stops and what it prints, not what it computes (:data:`NOT_FINGERPRINTED`);
 - :class:`NewRun` -- ``new_run``: a run directory's records start over when its config changed.
@@ -38,6 +41,7 @@ from jitlab.runtime import EPISODE_MAX_TOKENS, EPISODE_MAX_WALL_S, Budget, RunSp
 from jitlab.store import DB_NAME, recorded_spend
 
 __all__ = [
+    "CAP_NAMES",
     "NOT_FINGERPRINTED",
     "OPTION_CLASSES",
     "SPEND_ROOT_ENV",
@@ -111,11 +115,33 @@ class SpendCaps:
             "metavar": "N",
         },
     )
+    max_wall_total_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "cap on the wall seconds of this invocation of the whole command, every run and phase, counted "
+            "from its start (past invocations' time does not count): no new episode or backbone call starts "
+            "after it; rerun to resume",
+            "min": 0,
+            "metavar": "S",
+        },
+    )
+
+    def caps(self) -> dict:
+        """The caps by name (every field of :class:`SpendCaps`), as :class:`RunSpend` and :func:`shared_spend` take
+        them."""
+        return {name: getattr(self, name) for name in CAP_NAMES}
+
+    def run_spend(self, cost: float = 0.0, tokens: int = 0) -> RunSpend:
+        """A RunSpend of one run under these caps, seeded with its recorded ``cost`` / ``tokens``."""
+        return RunSpend(**self.caps(), cost=cost, tokens=tokens)
 
     def command_spend(self, root: str | Path) -> RunSpend | None:
         """The one RunSpend every run of this command shares (:func:`shared_spend` under ``root``); None without a
         cap."""
-        return shared_spend(root, self.max_cost, self.max_tokens_total)
+        return shared_spend(root, **self.caps())
+
+
+CAP_NAMES = tuple(f.name for f in fields(SpendCaps))  # the caps of a whole command, as RunSpend takes them
 
 
 @dataclass
@@ -141,7 +167,7 @@ class NewRun:
 
 OPTION_CLASSES = (EpisodeOptions, EpisodeBudget, EpisodeWall, Isolation, RunControls, SpendCaps, Quiet, NewRun)
 # how fast a run goes or when it stops, not what it computes: out of a run's fingerprint (a run stopped by its spend
-# cap resumes with a higher one)
+# cap resumes with a higher one, one stopped by its wall cap with any)
 NOT_FINGERPRINTED = (*(f.name for f in fields(RunControls)), "quiet")
 
 
@@ -151,19 +177,21 @@ def option_names(*classes) -> tuple[str, ...]:
     return tuple(n for cls in OPTION_CLASSES for n in cls.__dict__.get("__annotations__", {}) if n in wanted)
 
 
-def shared_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None) -> RunSpend | None:
+def shared_spend(root: str | Path, max_cost: float | None = None, max_tokens_total: int | None = None,
+                 max_wall_total_s: float | None = None) -> RunSpend | None:
     """A RunSpend shared by several runs, seeded with the real spend of every run recorded under
-    ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``; None when no cap is given."""
-    if max_cost is None and max_tokens_total is None:
+    ``$JITLAB_SPEND_ROOT`` (when set) or else ``root``; its wall clock starts now. None when no cap is given."""
+    if max_cost is None and max_tokens_total is None and max_wall_total_s is None:
         return None
     check_number("max_cost", max_cost, "float", optional=True, min=0)
     check_number("max_tokens_total", max_tokens_total, optional=True, min=0)
+    check_number("max_wall_total_s", max_wall_total_s, "float", optional=True, min=0)
     base = Path(os.environ.get(SPEND_ROOT_ENV) or root)
     cost = tokens = 0
     for db in sorted(base.rglob(DB_NAME)) if base.is_dir() else []:
         c, t = recorded_spend(db.parent)
         cost, tokens = cost + c, tokens + t
-    return RunSpend(max_cost, max_tokens_total, cost, tokens)
+    return RunSpend(max_cost, max_tokens_total, cost, tokens, max_wall_total_s)
 
 
 def derive(cls, source, **values):

@@ -36,6 +36,7 @@ from jitlab.runtime import (
     LLMHandle,
     RunSpend,
     SpendCapReached,
+    resume_hint,
     run_episode,
 )
 from jitlab.sandbox import SandboxConfig, SandboxedAgent
@@ -210,7 +211,8 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None, backbone: Lazy
     """Run (or resume) ``cfg``; returns the run directory holding run.sqlite and summary.json, and that summary.
 
     ``spend`` (optional) is a RunSpend shared with other runs (a grid's total cap); by default the run's
-    own ``max_cost`` / ``max_tokens_total`` are checked against its recorded spend. When a cap is reached
+    own ``max_cost`` / ``max_tokens_total`` are checked against its recorded spend, and ``max_wall_total_s`` against
+    the time since the run started. When a cap is reached
     no new episode starts, episodes in flight stop as ``spend_cap``, and SpendCapReached is raised after
     summary.json is written.
 
@@ -234,7 +236,7 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None, backbone: Lazy
     store = RunStore(out, {**cfg.fingerprinted(), "harness_sha": sha}, new_run=cfg.new_run,  # last: it locks `out`
                      implied=IMPLIED)
     if spend is None:
-        spend = RunSpend(cfg.max_cost, cfg.max_tokens_total, *store.spend())
+        spend = cfg.run_spend(*store.spend())
     todo = sum(store.status_of(sha, t.id, seed)[0] not in FINAL for t, seed in episodes)
     bar = Progress(todo, f"{harness_name} · {cfg.suite}", quiet=cfg.quiet, run_dir=out)
     if not cfg.quiet and (estimate := cost_estimate(cfg, todo)):
@@ -274,8 +276,7 @@ def run_summarized(cfg: RunConfig, spend: RunSpend | None = None, backbone: Lazy
     summary = summarize(out)
     if spend.stopped:
         raise SpendCapReached(f"{out}: {spend.stopped}; {finished} of {len(episodes)} episodes finished, the rest "
-                              "not started or stopped (recorded as spend_cap). Nothing is lost: rerun with a higher "
-                              "--max-cost / --max-tokens-total to resume.")
+                              f"not started or stopped (recorded as spend_cap). {resume_hint(spend.stopped)}")
     return out, summary
 
 

@@ -32,8 +32,8 @@ from jitlab.protocol import (
 from jitlab.status import Status
 from jitlab.timing import EpisodeTime
 
-__all__ = ["EPISODE_MAX_TOKENS", "EPISODE_MAX_WALL_S", "Budget", "EpisodeResult", "HarnessAgent", "LLMHandle", "RunSpend",
-           "SpendCapReached", "WallClock", "run_episode"]
+__all__ = ["EPISODE_MAX_TOKENS", "EPISODE_MAX_WALL_S", "WALL_CAP", "Budget", "EpisodeResult", "HarnessAgent", "LLMHandle",
+           "RunSpend", "SpendCapReached", "WallClock", "resume_hint", "run_episode"]
 
 
 # The default budget of one episode, written once: Budget, RunConfig, JITConfig and the CLI read these.
@@ -60,19 +60,34 @@ class Budget:
 
 
 class SpendCapReached(BudgetExceeded):
-    """The run-level spend cap (``max_cost`` / ``max_tokens_total``) is reached: no new backbone call,
-    no new episode. Episodes it stops are recorded as ``spend_cap`` (neither final nor a harness failure),
-    so a rerun with a higher cap runs them again."""
+    """A cap of the whole run or command is reached -- a spend cap (``max_cost`` / ``max_tokens_total``) or the wall
+    cap (``max_wall_total_s``): no new backbone call, no new episode. Episodes it stops are recorded as ``spend_cap``
+    (neither final nor a harness failure), so a rerun (with a higher spend cap, when one stopped it) runs them again."""
+
+
+WALL_CAP = "wall cap reached"  # how RunSpend.reached() starts its reason for the wall cap
+
+
+def resume_hint(reason: str) -> str:
+    """How a run stopped for ``reason`` (RunSpend.reached()) resumes, said after it (runner, JIT loop)."""
+    if reason.startswith(WALL_CAP):
+        return "Nothing is lost: rerun to resume (--max-wall-total-s counts each invocation afresh)."
+    return "Nothing is lost: rerun with a higher --max-cost / --max-tokens-total to resume."
 
 
 class RunSpend:
     """A run's real backbone spend (calls that reached the backbone; replay-cache hits cost nothing)
-    against its caps. Seeded from the run's records on resume, updated by every LLMHandle call it is
-    given; thread-safe. One object may be shared by several runs (a grid's total cap)."""
+    against its caps, and the wall clock of this invocation against ``max_wall_total_s`` (counted from when the
+    object is made, or from ``started``, a ``clock()`` reading; ``clock``: time.monotonic unless injected).
+    Seeded from the run's records on resume, updated by every LLMHandle call it is given; thread-safe. One
+    object may be shared by several runs (a grid's or a command's total cap)."""
 
     def __init__(self, max_cost: float | None = None, max_tokens_total: int | None = None, cost: float = 0.0,
-                 tokens: int = 0):
+                 tokens: int = 0, max_wall_total_s: float | None = None, clock=time.monotonic,
+                 started: float | None = None):
         self.max_cost, self.max_tokens_total = max_cost, max_tokens_total
+        self.max_wall_total_s, self.clock = max_wall_total_s, clock
+        self.started = clock() if started is None else started
         self.cost, self.tokens = float(cost), int(tokens)
         self.stopped = ""  # the reason, once a call or an episode was refused
         self._lock = threading.Lock()
@@ -82,13 +97,20 @@ class RunSpend:
             self.cost += cost
             self.tokens += tokens
 
+    def elapsed(self) -> float:
+        """Wall seconds of this invocation so far (what ``max_wall_total_s`` caps)."""
+        return self.clock() - self.started
+
     def reached(self) -> str:
-        """Why no new call may start ('' while under both caps)."""
+        """Why no new call may start ('' while under every cap): one line naming the option."""
         with self._lock:
             if self.max_cost is not None and self.cost >= self.max_cost:
                 return f"spend cap reached: ${self.cost:.6f} spent of --max-cost {self.max_cost:g}"
             if self.max_tokens_total is not None and self.tokens >= self.max_tokens_total:
                 return f"spend cap reached: {self.tokens} tokens spent of --max-tokens-total {self.max_tokens_total}"
+        if self.max_wall_total_s is not None and (wall := self.elapsed()) >= self.max_wall_total_s:
+            return (f"{WALL_CAP}: {wall:.2f}s of --max-wall-total-s {self.max_wall_total_s:g} "
+                    "(this invocation)")
         return ""
 
     def check(self) -> None:

@@ -131,10 +131,15 @@ def test_the_ray_workers_function_solves_a_static_task_in_process(tmp_path):
     cfg = JITConfig(suite="toy", mode="static", backbone="scripted:pick-hash", limit=1, n_candidates=1,
                     retrieval="bm25", cache=False, smoke_steps=1, quiet=True, executor="ray",
                     allow_unisolated=not probe()[0], out=str(tmp_path / "run"))
-    r = _solve_on_worker(asdict(cfg), str(tmp_path / "run"), 0, (0.0, 0))
+    r = _solve_on_worker(asdict(cfg), str(tmp_path / "run"), 0, (0.0, 0, time.time()))
     finished = [e["result"]["status"] for e in r["episodes"] if e["result"]]
     assert r["index"] == 0 and finished and finished[-1] in ("ok", "budget") and r["harnesses"]
     assert not (tmp_path / "run").exists()   # a worker writes nothing in the run directory
+    # the wall cap counts from the driver's start (passed as a time.time() reading), not from the worker's
+    walled = asdict(cfg) | {"max_wall_total_s": 5.0}
+    r = _solve_on_worker(walled, str(tmp_path / "run"), 0, (0.0, 0, time.time() - 60))
+    assert r["spend_stopped"].startswith("wall cap reached") and "--max-wall-total-s 5" in r["spend_stopped"]
+    assert not [e for e in r["episodes"] if e["result"] and e["result"]["status"] in ("ok", "budget")]
 
 
 @pytest.mark.slow   # ~30 s: every candidate is validated in the sandbox, twice (local, then Ray)

@@ -1,14 +1,18 @@
 """Run-level spend caps (--max-cost, --max-tokens-total) with a priced scripted test double: the cap stops
 the run, nothing is lost, and a rerun with a higher cap finishes it with the results an uncapped run gets
 (issue 17, "no runaway spend"). scripted:* doubles charge a nominal $1 per million tokens
-(jitlab.llm.scripted.PRICE_PER_TOKEN), so every call has a real, deterministic cost."""
+(jitlab.llm.scripted.PRICE_PER_TOKEN), so every call has a real, deterministic cost. The wall cap
+(--max-wall-total-s, issue 44) stops a run the same way, on a clock injected where the point must be exact."""
 import json
+import time
 
 import pytest
 
 from jitlab.cli import main
+from jitlab.errors import ConfigError
+from jitlab.run_options import NOT_FINGERPRINTED, shared_spend
 from jitlab.runner import RunConfig, cost_estimate, known_price, run
-from jitlab.runtime import SpendCapReached
+from jitlab.runtime import RunSpend, SpendCapReached
 from jitlab.store import load
 
 BACKBONE = "scripted:pick-hash"
@@ -173,3 +177,100 @@ def test_jit_estimate_counts_every_call_set():
     assert cost_estimate(cfg, 2, smoke_max_tokens=10) == ("estimated cost: at most $0.0031 (upper bound: 2 task(s) x "
                                                           "1550 tokens of call-set budgets at $1/Mtok)")
     assert cost_estimate(JITConfig(backbone="litellm:openai/no-such-model-anywhere"), 2, 10) == ""
+
+
+class _Ticks:
+    """A clock that moves one second each time it is read: the wall cap is reached after a known number of checks."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_the_wall_cap_counts_from_when_the_run_spend_is_made_on_an_injected_clock(tmp_path):
+    now = [100.0]
+    spend = RunSpend(max_wall_total_s=5.0, clock=lambda: now[0])
+    assert spend.elapsed() == 0.0 and spend.reached() == ""
+    now[0] = 104.9
+    spend.check()                                                    # under the cap: nothing raised
+    assert spend.stopped == ""
+    now[0] = 105.0
+    reason = "wall cap reached: 5.00s of --max-wall-total-s 5 (this invocation)"
+    assert spend.reached() == reason
+    with pytest.raises(SpendCapReached, match=r"^wall cap reached: 5\.00s of --max-wall-total-s 5 \(this invocation\)$"):
+        spend.check()
+    assert spend.stopped == reason
+    # a spend cap reached too is named first; a new RunSpend (a rerun) counts its own time only, whatever was spent
+    assert RunSpend(max_cost=1.0, cost=2.0, max_wall_total_s=5.0, clock=lambda: now[0], started=0.0).reached() \
+        .startswith("spend cap reached")
+    assert RunSpend(max_cost=10.0, cost=2.0, tokens=10**9, max_wall_total_s=5.0, clock=lambda: now[0]).reached() == ""
+    real = RunSpend(max_wall_total_s=0.05)                           # the default clock: time.monotonic
+    assert real.reached() == ""
+    time.sleep(0.06)
+    assert real.reached().startswith("wall cap reached")
+
+
+def test_the_wall_cap_is_a_cap_of_the_command_and_not_of_the_config(tmp_path):
+    assert shared_spend(tmp_path) is None                            # no cap: no shared RunSpend, as before
+    only_wall = shared_spend(tmp_path, max_wall_total_s=60.0)
+    assert only_wall is not None and only_wall.reached() == ""
+    assert RunConfig(max_wall_total_s=60.0).command_spend(tmp_path).max_wall_total_s == 60.0
+    assert "max_wall_total_s" in NOT_FINGERPRINTED
+    assert "max_wall_total_s" not in RunConfig(max_wall_total_s=60.0).fingerprinted()
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="max-wall-total-s"):
+            RunConfig(max_wall_total_s=bad)
+        with pytest.raises(ConfigError, match="max_wall_total_s"):
+            shared_spend(tmp_path, max_wall_total_s=bad)
+
+
+def test_the_wall_cap_stops_an_episode_in_flight_and_a_rerun_resumes(tmp_path, reference):
+    ref_dir, _ = reference
+    out = tmp_path / "walled"
+    # reads: when it is made, before the first episode, before its first call, before its second: reached there
+    with pytest.raises(SpendCapReached, match=r"wall cap reached: .*0 of 4 episodes finished.*rerun to resume"):
+        run(_cfg(out), spend=RunSpend(max_wall_total_s=3.0, clock=_Ticks()))
+    eps = load(out)["episodes"]
+    assert list(eps["status"]) == ["spend_cap"]                      # stopped in flight: not a result, not final
+    assert eps["error"].iloc[0].startswith("wall cap reached")
+    run(_cfg(out))                                                   # no cap: resumes, the stopped task run again
+    assert _results(out) == _results(ref_dir)
+    assert list(load(out)["episodes"].sort_values("id")["attempt"]) == [0, 1, 0, 0, 0]
+
+
+def test_jitlab_run_stops_at_a_tiny_wall_cap_and_a_rerun_without_it_resumes(tmp_path, capsys, reference):
+    ref_dir, _ = reference
+    out = tmp_path / "r"
+    argv = ["run", "--suite", "toy", "--harness", "react", "--backbone", BACKBONE, "--limit", "4", "--no-cache",
+            "--quiet", "--out", str(out)]
+    assert main([*argv, "--max-wall-total-s", "0.001"]) == 2           # four episodes never take a millisecond
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "wall cap reached: " in err[0] and "of --max-wall-total-s 0.001 (this invocation)" in err[0]
+    assert "rerun to resume" in err[0]
+    stopped = load(out)["episodes"]
+    assert not stopped["final"].all() or len(stopped) < 4              # the records say it stopped
+    assert set(stopped[~stopped["final"]]["status"]) <= {"spend_cap"}
+    assert main(argv) == 0                                             # resumed: the cap is not in the config
+    assert _results(out) == _results(ref_dir)
+
+
+def test_the_repeats_of_a_jit_run_share_one_run_spend(tmp_path, monkeypatch):
+    from jitlab.jit import inference
+    seen = []
+
+    def one(cfg, spend):  # what each repeat would run under; stops after the second
+        seen.append(spend)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return tmp_path
+
+    monkeypatch.setattr(inference, "_run_one", one)
+    cfg = inference.JITConfig(suite="toy", mode="streaming", backbone="scripted:uniform", repeat=2,
+                              backbone_options={"temperature": 0.7},
+                              out=str(tmp_path / "r"), max_wall_total_s=60.0)
+    with pytest.raises(KeyboardInterrupt):
+        inference.run_jit(cfg)
+    assert seen[0] is seen[1] and seen[0].max_wall_total_s == 60.0   # the whole command's, not each repeat's own

@@ -335,8 +335,8 @@ def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None, spe
     """Run the loop (see the module docstring); returns the summary written to ``out/summary.json``. ``backbones``:
     the pool its runs share, one loaded model per name (default: a new one; pass one to share it across loops).
     ``spend``: the RunSpend the caps count against (default: ``cfg``'s ``max_cost`` / ``max_tokens_total`` over
-    everything recorded under ``out``, jitlab.run_options); when a cap is reached SpendCapReached is raised and a
-    rerun with a higher cap resumes."""
+    everything recorded under ``out`` and ``max_wall_total_s`` from now, jitlab.run_options); when a cap is reached
+    SpendCapReached is raised and a rerun (with a higher spend cap, when one stopped it) resumes."""
     s = _setup(cfg, backbones, spend)
     engineer = _engineer(cfg, s.backbones, s.spend)
     s.out.mkdir(parents=True, exist_ok=True)

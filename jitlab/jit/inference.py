@@ -95,6 +95,8 @@ def _run_repeats(cfg: JITConfig, spend: RunSpend | None) -> Path:
     cfg.check()
     varies = check_repeat(get_suite(cfg.suite), cfg.backbone_options, cfg.repeat)
     out = Path(cfg.out) if cfg.out else default_out(cfg)
+    if spend is None:   # the caps bound the whole command: every repeat counted together, one wall clock
+        spend = cfg.command_spend(out)
     dirs = []
     for seed in repeat_seeds(cfg.seed, cfg.repeat):
         one = dataclasses.replace(cfg, seed=seed, repeat=1, out=str(out / f"seed{seed}"))

@@ -37,7 +37,7 @@ from jitlab.lockfile import check_lock_path
 from jitlab.progress import Progress
 from jitlab.repeats import samples
 from jitlab.runner import backoff, retry, sandboxed_episode
-from jitlab.runtime import Budget, EpisodeResult, RunSpend, SpendCapReached
+from jitlab.runtime import Budget, EpisodeResult, RunSpend, SpendCapReached, resume_hint
 from jitlab.sandbox import require_isolation
 from jitlab.store import FINAL, RunStore, Status, set_aside
 
@@ -132,7 +132,7 @@ class JITEngine:
                                        allow_unisolated=cfg.allow_unisolated, seed=cfg.seed)
         self.repair_log = RepairLog(self.out / "repairs.jsonl")
         self.budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_wall_s)
-        self.spend = spend or RunSpend(cfg.max_cost, cfg.max_tokens_total, *self.store.spend())
+        self.spend = spend or cfg.run_spend(*self.store.spend())
 
     # -- records ------------------------------------------------------------------------------------
     def _finished(self, task) -> dict | None:
@@ -420,6 +420,6 @@ class JITEngine:
         summarize_jit(self.out)
         if self.spend.stopped:
             raise SpendCapReached(f"{self.out}: {self.spend.stopped}; {finished} of {len(self.tasks)} tasks finished, "
-                                  "the rest not started or stopped (recorded as spend_cap). Nothing is lost: rerun "
-                                  "with a higher --max-cost / --max-tokens-total to resume.")
+                                  "the rest not started or stopped (recorded as spend_cap). "
+                                  f"{resume_hint(self.spend.stopped)}")
         return self.out

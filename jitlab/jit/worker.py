@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,7 +28,8 @@ def run_on_ray(jit: JITEngine) -> None:
     """Static mode on Ray: one task per unfinished task (``concurrency`` at once, default all); each worker
     solves it against its own copy of B0 and returns its records, which are written here as they arrive."""
     todo = [i for i, t in enumerate(jit.tasks) if jit._finished(t) is None]
-    fields, spent = asdict(jit.cfg), jit.store.spend()
+    # the spend recorded so far, and when this invocation's wall clock started (time.time: other processes read it)
+    fields, spent = asdict(jit.cfg), (*jit.store.spend(), time.time() - jit.spend.elapsed())
     results = ray_map(_solve_on_worker, [(fields, jit.run_key, i, spent) for i in todo],
                       jit.cfg.concurrency if jit.cfg.concurrency > 1 else None,
                       labels=[f"JIT task {jit.tasks[i].id}" for i in todo],
@@ -134,7 +136,8 @@ def _solve_on_worker(fields: dict, run_key: str, index: int, spent: tuple) -> di
     jit.repair_log.path.unlink(missing_ok=True)
     jit.repair_log._ids = set()
     jit.store = _RecordingStore()
-    jit.spend = RunSpend(jit.cfg.max_cost, jit.cfg.max_tokens_total, *spent)
+    cost, tokens, started = spent
+    jit.spend = RunSpend(**jit.cfg.caps(), cost=cost, tokens=tokens, clock=time.time, started=started)
     jit.solve(jit.tasks[index], index)
     harnesses = {d.name: {str(p.relative_to(d)): p.read_text() for p in sorted(d.rglob("*"))
                      if p.is_file() and "__pycache__" not in p.parts}

@@ -115,8 +115,8 @@ class PlanEvaluator:
             self.spend.check()   # SpendCapReached: no new evaluation once a cap is reached
         out = self._run(files, sha, task)
         if self.spend is not None and self.spend.stopped:   # cut short by the cap: not a result, never cached
-            raise SpendCapReached(f"{self.workdir}: {self.spend.stopped}; rerun with a higher --set max_cost / "
-                                  "max_tokens_total to resume")
+            raise SpendCapReached(f"{self.workdir}: {self.spend.stopped}; rerun to resume (with a higher --set "
+                                  "max_cost / max_tokens_total when a spend cap stopped it)")
         with self._lock:
             self.cache[key] = vars(out)
             write_json(self.cache_path, self.cache)

@@ -1,8 +1,9 @@
 """The run options said once (jitlab/run_options.py) reach every run of ``engineer run``, ``engineer table`` and
 ``transfer``: their spend caps bound the whole command (every run it makes, counted with what is recorded under its
-``--out``), a rerun with a higher cap resumes to the uncapped result, and the wall budget bounds each episode. With
-priced scripted TEST DOUBLES (jitlab.llm.scripted: a nominal $1 per million tokens) and no replay cache, so every call
-costs."""
+``--out``), a rerun with a higher cap resumes to the uncapped result, and the wall budget bounds each episode. The wall
+cap (``--max-wall-total-s``) bounds the whole command the same way: a tiny one stops it, a rerun without it resumes.
+With priced scripted TEST DOUBLES (jitlab.llm.scripted: a nominal $1 per million tokens) and no replay cache, so every
+call costs. Each command's uncapped reference is run once per module (the fixtures below)."""
 
 import ast
 import json
@@ -21,7 +22,7 @@ from jitlab.engineer.loop import EngineerConfig  # noqa: E402
 from jitlab.engineer.table import TableConfig, run_table  # noqa: E402
 from jitlab.engineer.transfer import TransferConfig, run_transfer  # noqa: E402
 from jitlab.jit.config import JITConfig  # noqa: E402
-from jitlab.run_options import RunControls, adjust, derive, option_names, shared_spend  # noqa: E402
+from jitlab.run_options import NOT_FINGERPRINTED, RunControls, adjust, derive, option_names, shared_spend  # noqa: E402
 from jitlab.runner import RunConfig  # noqa: E402
 from jitlab.runtime import SpendCapReached  # noqa: E402
 from jitlab.store import load  # noqa: E402
@@ -112,8 +113,10 @@ def test_each_option_is_declared_once_and_every_run_facing_config_takes_it():
     assert JITConfig.__dataclass_fields__["concurrency"].metadata["help"].startswith("static mode")
     assert JITConfig.__dataclass_fields__["concurrency"].metadata["max"] == 256  # bounds kept
     assert "allow_unisolated" in {f.name for f in fields(PipelineConfig)}
-    assert {"max_wall_s", "max_cost", "max_tokens_total"} <= {f.name for f in fields(Stage3Config)}
-    assert {"max_wall_s", "max_cost", "max_tokens_total", "concurrency"} <= {f.name for f in fields(EngineerGRPOConfig)}
+    caps = {"max_cost", "max_tokens_total", "max_wall_total_s"}
+    assert {"max_wall_s", *caps} <= {f.name for f in fields(Stage3Config)}
+    assert {"max_wall_s", *caps, "concurrency"} <= {f.name for f in fields(EngineerGRPOConfig)}
+    assert caps <= set(NOT_FINGERPRINTED)  # a run stopped by a cap resumes with another
 
 
 def test_derive_carries_the_options_and_nothing_of_the_same_name_that_is_not_one():
@@ -132,18 +135,27 @@ def test_derive_carries_the_options_and_nothing_of_the_same_name_that_is_not_one
 
 
 def test_the_engineer_commands_take_the_wall_budget_and_the_caps_as_options(capsys):
-    for argv in (["engineer", "run"], ["engineer", "table"], ["transfer"]):
+    for argv in (["engineer", "run"], ["engineer", "table"], ["transfer"], ["run"], ["jit"]):
         with pytest.raises(SystemExit):
             main([*argv, "--help"])
         text = capsys.readouterr().out
-        for option in ("--max-wall-s", "--max-cost", "--max-tokens-total", "--retries", "--concurrency"):
+        for option in ("--max-wall-s", "--max-cost", "--max-tokens-total", "--max-wall-total-s", "--retries",
+                       "--concurrency"):
             assert option in text, f"{' '.join(argv)} --help lacks {option}"
 
 
-@requires_bwrap
-def test_engineer_run_stops_at_its_spend_cap_and_a_higher_cap_resumes_to_the_uncapped_result(tmp_path, capsys):
-    ref = tmp_path / "ref"
+@pytest.fixture(scope="module")
+def engineer_ref(tmp_path_factory):
+    """The uncapped ``engineer run``: its folder (read only by the tests)."""
+    ref = tmp_path_factory.mktemp("engineer") / "ref"
     assert main([*ENGINEER, "--out", str(ref)]) == 0
+    return ref
+
+
+@requires_bwrap
+def test_engineer_run_stops_at_its_spend_cap_and_a_higher_cap_resumes_to_the_uncapped_result(tmp_path, capsys,
+                                                                                              engineer_ref):
+    ref = engineer_ref
     cost, tokens = _recorded(ref)
     assert tokens > 0 and cost > 0
     for cap in (["--max-tokens-total", str(tokens // 2)], ["--max-cost", f"{cost / 2:.9f}"]):
@@ -162,6 +174,22 @@ def test_engineer_run_stops_at_its_spend_cap_and_a_higher_cap_resumes_to_the_unc
         for key in ("base_success", "success", "kept_sha", "delta_batch"):
             assert summary[key] == expected[key]
         assert _recorded(out)[1] >= tokens  # an episode the cap stopped in flight (spend_cap) was run again
+
+
+@requires_bwrap
+def test_engineer_run_stops_at_its_wall_cap_and_a_rerun_without_it_resumes(tmp_path, capsys, engineer_ref):
+    out = tmp_path / "walled"
+    capsys.readouterr()
+    assert main([*ENGINEER, "--max-wall-total-s", "0.001", "--out", str(out)]) == 2  # a loop never takes a millisecond
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "wall cap reached: " in err[0]
+    assert "of --max-wall-total-s 0.001 (this invocation)" in err[0] and "rerun to resume" in err[0]
+    assert not (out / "summary.json").exists() and _recorded(out)[1] < _recorded(engineer_ref)[1]
+    assert set(_statuses(out)) <= {"ok", "budget", "harness_error", "spend_cap"}  # no episode lost or mis-recorded
+    assert main([*ENGINEER, "--out", str(out)]) == 0  # no cap: resumes (the cap is in no run's fingerprint)
+    summary, expected = (json.loads((d / "summary.json").read_text()) for d in (out, engineer_ref))
+    for key in ("base_success", "success", "kept_sha", "delta_batch"):
+        assert summary[key] == expected[key]
 
 
 @requires_bwrap
@@ -191,10 +219,17 @@ def _table(out, **kw) -> TableConfig:
     )
 
 
-@requires_bwrap
-def test_engineer_table_stops_at_its_spend_cap_across_its_loops(tmp_path):
-    ref = tmp_path / "ref"
+@pytest.fixture(scope="module")
+def table_ref(tmp_path_factory):
+    """The uncapped ``engineer table``: its folder (read only by the tests)."""
+    ref = tmp_path_factory.mktemp("table") / "ref"
     run_table(_table(ref, max_wall_s=30.0))
+    return ref
+
+
+@requires_bwrap
+def test_engineer_table_stops_at_its_spend_cap_across_its_loops(tmp_path, table_ref):
+    ref = table_ref
     tokens = _recorded(ref)[1]
     for db in ref.rglob("run.sqlite"):  # the wall budget reached every loop's runs
         assert load(db.parent)["config"]["max_wall_s"].iloc[0] == 30.0
@@ -210,25 +245,44 @@ def test_engineer_table_stops_at_its_spend_cap_across_its_loops(tmp_path):
 
 
 @requires_bwrap
-def test_transfer_stops_at_its_spend_cap_and_resumes(tmp_path):
-    def cfg(out, **kw):
-        return TransferConfig(
-            suite="toy",
-            learn_on="scripted:pick-first",
-            apply_to=BACKBONE,
-            limit=2,
-            dev=2,
-            concurrency=1,
-            cache=False,
-            quiet=True,
-            out=str(out),
-            max_wall_s=20.0,
-            **kw,
-        )
+def test_engineer_table_stops_at_its_wall_cap_and_a_rerun_without_it_resumes(tmp_path, table_ref):
+    out = tmp_path / "walled"
+    with pytest.raises(SpendCapReached, match=r"wall cap reached: .* of --max-wall-total-s 0\.001 \(this invocation\)"):
+        run_table(_table(out, max_wall_s=30.0, max_wall_total_s=0.001))
+    assert not (out / "table.csv").exists() and _recorded(out)[1] < _recorded(table_ref)[1]
+    rows = run_table(_table(out, max_wall_s=30.0))  # no cap: resumes
+    assert (out / "table.md").read_text() == (table_ref / "table.md").read_text() and len(rows) == 3
 
-    ref = run_transfer(cfg(tmp_path / "ref"))
-    cost, tokens = _recorded(tmp_path / "ref")
-    for db in (tmp_path / "ref").rglob("run.sqlite"):
+
+def _transfer(out, **kw) -> TransferConfig:
+    return TransferConfig(
+        suite="toy",
+        learn_on="scripted:pick-first",
+        apply_to=BACKBONE,
+        limit=2,
+        dev=2,
+        concurrency=1,
+        cache=False,
+        quiet=True,
+        out=str(out),
+        max_wall_s=20.0,
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def transfer_ref(tmp_path_factory):
+    """The uncapped ``transfer``: (its folder, its transfer.json)."""
+    out = tmp_path_factory.mktemp("transfer") / "ref"
+    return out, run_transfer(_transfer(out))
+
+
+@requires_bwrap
+def test_transfer_stops_at_its_spend_cap_and_resumes(tmp_path, transfer_ref):
+    cfg = _transfer
+    ref_dir, ref = transfer_ref
+    cost, tokens = _recorded(ref_dir)
+    for db in ref_dir.rglob("run.sqlite"):
         assert load(db.parent)["config"]["max_wall_s"].iloc[0] == 20.0
     out = tmp_path / "capped"
     with pytest.raises(SpendCapReached, match="spend cap reached"):
@@ -237,3 +291,14 @@ def test_transfer_stops_at_its_spend_cap_and_resumes(tmp_path):
     again = run_transfer(cfg(out, max_cost=cost * 10))
     assert [c["delta"] for c in again["cells"]] == [c["delta"] for c in ref["cells"]]
     assert _recorded(out)[1] >= tokens
+
+
+@requires_bwrap
+def test_transfer_stops_at_its_wall_cap_and_a_rerun_without_it_resumes(tmp_path, transfer_ref):
+    ref_dir, ref = transfer_ref
+    out = tmp_path / "walled"
+    with pytest.raises(SpendCapReached, match=r"wall cap reached: .* of --max-wall-total-s 0\.001 \(this invocation\)"):
+        run_transfer(_transfer(out, max_wall_total_s=0.001))
+    assert not (out / "transfer.json").exists() and _recorded(out)[1] < _recorded(ref_dir)[1]
+    again = run_transfer(_transfer(out))  # no cap: resumes
+    assert [c["delta"] for c in again["cells"]] == [c["delta"] for c in ref["cells"]]
