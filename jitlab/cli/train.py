@@ -133,12 +133,12 @@ def cmd_train_pipeline(args) -> int:
     from jitlab.train.config import load_config
     from jitlab.train.pipeline import STEPS, PipelineConfig, run_steps
     cfg = load_config(PipelineConfig, args.config, _overrides(args.set))
-    from jitlab.train.report import closing_table
+    from jitlab.train.report import closing_table, paired_table
     from jitlab.viz.tables import markdown_table
     manifest = run_steps(cfg, args.out, args.steps or STEPS, echo=lambda line: print(f"  {line}", flush=True))
-    closing = closing_table(args.out)
-    if not closing.empty:     # untrained vs each stage: validity, distinct plans, streaming, GRPO signal
-        print(markdown_table(closing.dropna(axis=1, how="all")))
+    for table in (closing_table(args.out, cfg.compare_runs), paired_table(args.out, cfg.compare_runs)):
+        if not table.empty:   # untrained vs each stage (and the compare runs), each row's n; then the paired tests
+            print(markdown_table(table.dropna(axis=1, how="all"), empty="-"))
     print(f"{args.out}/pipeline.json: {len(manifest['steps'])} steps, {manifest.get('total_wall_s')} s in all; "
           f"figures in {args.out}/figures/")
     return 0

@@ -17,17 +17,24 @@ writes under ``out``):
     stage2     repair SFT on the Stage I adapter, held-out repair evaluation (jitlab.train.stage2) -> stage2/
     stage3     Evo-GDPO (jitlab.train.stage3), from the newest adapter, candidates run with ``executor`` -> stage3/
     validity   per policy of ``eval_policies`` (base = the untrained ``plan:<base>``, stageN = ``plan:hf:<stageN
-               adapter>``): one plan per task on ``eval_limit`` held-out tasks (jitlab.train.evaluate): parse rate,
-               first-try validity, repair success within ``repair_rounds`` rounds -> validity/<policy>/summary.json
+               adapter>``): one plan per task on its ``eval_limit_of`` held-out tasks (jitlab.train.evaluate): parse
+               rate, first-try validity, repair success within ``repair_rounds`` rounds -> validity/<policy>/summary.json
     streaming  streaming JIT of each policy on the same test tasks (success, tokens per task per phase)
                -> streaming/<policy>/
-    figures    training curves (from TRL's TensorBoard logs), Stage III reward channels, the evaluation table
-               -> figures/ (PNG, PDF, HTML, README.md)
+    figures    training curves (from TRL's TensorBoard logs), Stage III reward channels, the closing table and its
+               paired comparisons (jitlab.train.report.closing_table, paired_table; ``compare_runs`` beside the
+               policies) -> figures/ (PNG, PDF, HTML, README.md)
+
+Each policy plays the first ``eval_limit_of(cfg, policy)`` tasks of the split's own (stratified) order:
+``eval_limits`` names the policies that play fewer (or more) than ``eval_limit``, so a smaller row's tasks are a
+prefix of a full row's and pair with them (a streaming JIT on a prefix is the full stream's first part: the state a
+task sees depends only on the tasks before it, jitlab.jit.inference).
 
 Every stage's own config is the stage dataclass (jitlab.train.config) with the pipeline's wiring (data folders,
 adapters, suite) and the YAML mapping given under the stage's key (``stage1: {sft_steps: 20}``). ``pipeline.json``
 records each step's inputs, outputs and wall time. Every stage's config (and the keys of ``baseline_options`` and
-``eval_options``) is checked before the first step runs, so a typo in Stage III's mapping fails at once. A rerun
+``eval_options``, and that each of ``compare_runs`` is a run on ``suite`` and ``eval_split``) is checked before the
+first step runs, so a typo in Stage III's mapping fails at once. A rerun
 skips a finished step whose inputs are unchanged (the stages themselves resume a killed training from its last
 checkpoint). Caveat: a step rerun with changed inputs
 into an existing stage folder is refused by that stage (ConfigDrift): choose a new --out.
@@ -42,7 +49,7 @@ from pathlib import Path
 
 from jitlab.errors import ConfigError
 from jitlab.experiments import run_grid, seed_harnesses
-from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields
+from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields, check_number
 from jitlab.jit.inference import JITConfig, run_jit
 from jitlab.run_options import Isolation
 from jitlab.runner import RunConfig
@@ -66,7 +73,7 @@ from jitlab.train.stage2 import evaluate_repair, run_stage2
 from jitlab.train.stage3 import run_stage3
 
 __all__ = ["PIPELINE", "POLICIES", "STEPS", "PipelineConfig", "Step", "check_stages", "code_references",
-           "evaluate_policies", "k_references",
+           "eval_limit_of", "evaluate_policies", "k_references",
            "policy_backbones", "read_manifest", "repair_before", "run_pipeline", "run_steps", "stage_overrides"]
 
 POLICIES = ("base", "stage1", "stage2", "stage3")
@@ -105,7 +112,11 @@ class PipelineConfig(Isolation):
     eval_split: str = field(default="test", metadata={"help": "split of the held-out evaluation tasks (dev only when "
                                                               "no evidence split is dev: evidence_splits)",
                                                       "choices": ["dev", "test"]})
-    eval_limit: int = field(default=10, metadata={"help": "held-out tasks per evaluation", "min": 1})
+    eval_limit: int = field(default=10, metadata={"help": "held-out tasks per evaluation (of the policies eval_limits "
+                                                          "does not name)", "min": 1})
+    eval_limits: dict = field(default_factory=dict, metadata={
+        "help": "held-out tasks of the policies that play another number than eval_limit, e.g. {stage1: 18}: the "
+                "first N of the same task order, so they pair with the full rows"})
     repair_rounds: int = field(default=2, metadata={"help": "repair rounds allowed in the validity evaluation",
                                                     "min": 0, **ROUNDS_MAX})
     eval_max_new_tokens: int = field(default=160, metadata={"help": "tokens per plan (and repaired plan) in the "
@@ -117,6 +128,9 @@ class PipelineConfig(Isolation):
     eval_options: dict = field(default_factory=dict, metadata={"help": "JITConfig fields of the evaluations, e.g. "
                                                                        "{max_steps: 10, retrieval: bm25}"})
     threads: int | None = field(default=None, metadata={"help": "torch CPU threads of every training stage", "min": 1})
+    compare_runs: list = field(default_factory=list, metadata={
+        "help": "streaming JIT runs (run directories or exports) on the same suite and eval_split shown beside the "
+                "policies in the closing table, the final policy paired with each (e.g. the compose JIT's export)"})
 
     def __post_init__(self):
         if self.baseline_split not in ("train", "dev"):  # before the generic choices check, to say why
@@ -132,6 +146,14 @@ class PipelineConfig(Isolation):
         bad = sorted(set(self.eval_policies) - set(POLICIES))
         if bad:
             raise ConfigError(f"eval_policies: unknown {', '.join(bad)}; use {', '.join(POLICIES)}")
+        if not isinstance(self.eval_limits, dict):
+            raise ConfigError(f"eval_limits must be a mapping of policy to tasks, e.g. {{stage1: 18}}; got "
+                              f"{self.eval_limits!r}")
+        bad = sorted(set(self.eval_limits) - set(POLICIES), key=str)
+        if bad:
+            raise ConfigError(f"eval_limits: unknown policy {', '.join(map(str, bad))}; use {', '.join(POLICIES)}")
+        for policy, limit in self.eval_limits.items():
+            check_number(f"eval_limits: {policy}", limit, "int", min=1)
         shared = [f"{source} {split}" for source, splits in evidence_splits(self).items() for split in splits
                   if split == self.eval_split]
         if shared:
@@ -145,7 +167,7 @@ _SET_BY_PIPELINE = {
     "baseline_options": {"suite": "suite", "harness": "seeds", "backbone": "executor", "split": "baseline_split",
                          "limit": "baseline_limit", "out": "its folder's baselines/", "allow_unisolated": "allow_unisolated"},
     "eval_options": {"suite": "suite", "mode": "streaming", "generator": "eval_policies", "backbone": "executor",
-                     "split": "eval_split", "limit": "eval_limit", "out": "its folder's streaming/"},
+                     "split": "eval_split", "limit": "eval_limit, eval_limits", "out": "its folder's streaming/"},
 }
 
 
@@ -206,8 +228,13 @@ def policy_backbones(cfg: PipelineConfig, out: str | Path) -> dict[str, str]:
     return backbones
 
 
+def eval_limit_of(cfg: PipelineConfig, policy: str) -> int:
+    """How many held-out tasks ``policy`` plays (the first of the split): its ``eval_limits`` entry, else ``eval_limit``."""
+    return cfg.eval_limits.get(policy, cfg.eval_limit)
+
+
 def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validity", policies=None) -> dict:
-    """Each policy (default: ``policy_backbones``) on the held-out tasks -> ``out/<mode>/<policy>/``; returns
+    """Each policy (default: ``policy_backbones``) on its ``eval_limit_of`` held-out tasks -> ``out/<mode>/<policy>/``; returns
     {policy: summary}. ``validity``: jitlab.train.evaluate.evaluate_generator (parse rate, first-try validity, repair
     success within ``repair_rounds``); ``streaming``: a streaming JIT run of ``plan:<backbone>`` with ``executor``."""
     out = Path(out)
@@ -215,13 +242,13 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
     for policy, backbone in (policies or policy_backbones(cfg, out)).items():
         if mode == "validity":
             result[policy] = evaluate_generator(
-                backbone, out / mode / policy, suite=cfg.suite, split=cfg.eval_split, limit=cfg.eval_limit,
+                backbone, out / mode / policy, suite=cfg.suite, split=cfg.eval_split, limit=eval_limit_of(cfg, policy),
                 rounds=cfg.repair_rounds, max_new_tokens=cfg.eval_max_new_tokens, executor=cfg.executor,
                 smoke_steps=cfg.eval_smoke_steps, allow_unisolated=cfg.allow_unisolated, k_references=k_references(cfg),
                 format=cfg.format, code_references=code_references(cfg), concurrency=cfg.eval_concurrency)
         else:
             jit = JITConfig(suite=cfg.suite, mode="streaming", generator=f"{cfg.format}:{backbone}", backbone=cfg.executor,
-                            split=cfg.eval_split, limit=cfg.eval_limit, out=str(out / mode / policy),
+                            split=cfg.eval_split, limit=eval_limit_of(cfg, policy), out=str(out / mode / policy),
                             **{"allow_unisolated": cfg.allow_unisolated, "quiet": True,
                                "k_references": max(1, k_references(cfg)), **cfg.eval_options})
             summary = json.loads((run_jit(jit) / "summary.json").read_text())
@@ -326,7 +353,8 @@ def _run_streaming(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
 
 
 def _run_figures(cfg: PipelineConfig, out: Path) -> tuple[dict, dict]:
-    return {"steps": sorted(_manifest(out)["steps"])}, {"files": pipeline_figures(out)}
+    return {"steps": sorted(_manifest(out)["steps"]), "compare_runs": cfg.compare_runs}, \
+        {"files": pipeline_figures(out, cfg.compare_runs)}
 
 
 def _eval_inputs(cfg: PipelineConfig, out: Path) -> dict:
@@ -349,7 +377,7 @@ class Step:
     more: Callable[[PipelineConfig, Path], dict] | None = None
 
 
-_EVAL = ("suite", "executor", "eval_policies", "eval_split", "eval_limit")
+_EVAL = ("suite", "executor", "eval_policies", "eval_split", "eval_limit", "eval_limits")
 PIPELINE = (
     Step("baselines", ("suite", "executor", "seeds", "baseline_split", "baseline_limit", "baseline_options", "runs"),
          _run_baselines),
@@ -362,15 +390,16 @@ PIPELINE = (
     Step("validity", (*_EVAL, "repair_rounds", "eval_max_new_tokens", "eval_smoke_steps", "format"), _run_validity,
          more=_eval_inputs),
     Step("streaming", (*_EVAL, "eval_options", "format"), _run_streaming, more=_eval_inputs),
-    Step("figures", (), _run_figures),
+    Step("figures", ("compare_runs",), _run_figures),
 )
 STEP_TABLE = {s.name: s for s in PIPELINE}
 STEPS = tuple(STEP_TABLE)
 
 
 def check_stages(cfg: PipelineConfig, out: str | Path) -> None:
-    """Build every stage's config (and check the option mappings' keys) before any step runs, so a typo in a later
-    stage's mapping fails at once, naming the stage and the key, instead of hours in."""
+    """Build every stage's config (and check the option mappings' keys and that each of ``compare_runs`` is a run on
+    ``suite`` and ``eval_split``) before any step runs, so a typo in a later stage's mapping fails at once, naming the
+    stage and the key, instead of hours in."""
     from dataclasses import fields
 
     out = Path(out)
@@ -382,6 +411,13 @@ def check_stages(cfg: PipelineConfig, out: str | Path) -> None:
         if unknown:
             raise ConfigError(f"pipeline config, {key}: unknown key(s) {', '.join(unknown)}; known: "
                               f"{', '.join(f.name for f in fields(cls))}")
+    for run in cfg.compare_runs:
+        summary = Path(run) / "summary.json"
+        where = json.loads(summary.read_text()) if summary.is_file() else {}
+        if (where.get("suite"), where.get("split")) != (cfg.suite, cfg.eval_split):
+            found = f"a {where.get('suite')} {where.get('split')} run" if where else "no run (no summary.json)"
+            raise ConfigError(f"pipeline config, compare_runs: {run} is {found}; give runs on {cfg.suite} "
+                              f"{cfg.eval_split} (run directories or exports, paths from the working directory)")
 
 
 def _phases(manifest: dict) -> dict:

@@ -6,6 +6,7 @@ summaries, and the figures drawn from them.
     F.save(fig_curves(df, ["train/loss"]), "figures/stage1_loss")
     channels = candidate_channels("runs/train/stage3")          # one row per sampled plan
     eval_table({"base": "runs/p/validity/base", "stage1": ...})  # the JIT summaries side by side
+    closing_table("runs/p", compare_runs), paired_table("runs/p", compare_runs)   # the pipeline's closing table
 
 Caveat: with ``report_to: none`` there are no event files; ``training_scalars`` then falls back to the Trainer's
 ``log_history.jsonl`` (the same numbers, written by jitlab.train.common) and says so in its ``source`` column.
@@ -15,14 +16,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jitlab.compare import compare_pair, read_run
 from jitlab.errors import ConfigError
 from jitlab.jit.generate.plan import PlanError, parse_plan, plan_text
+from jitlab.stats import wilson
 from jitlab.viz import style as S
 from jitlab.viz.figures import write_table
 from jitlab.viz.runs import register_figure, save_figure
 
-__all__ = ["CLOSING_COLUMNS", "candidate_channels", "closing_table", "eval_table", "example_lengths", "fig_curves",
-           "phases_table", "pipeline_figures", "read_records", "repair_table", "training_scalars"]
+__all__ = ["CLOSING_COLUMNS", "PAIRED_COLUMNS", "candidate_channels", "closing_table", "eval_table", "example_lengths",
+           "fig_curves", "paired_table", "phases_table", "pipeline_figures", "read_records", "repair_table",
+           "training_scalars"]
 
 EVAL_COLUMNS = ["policy", "generator", "n_episodes", "success_rate", "tokens_per_task", "gen_tokens_per_task",
                 "repair_tokens_per_task", "exec_tokens_per_task", "first_try_valid_rate", "repair_success_rate"]
@@ -30,8 +34,10 @@ VALIDITY_COLUMNS = ["policy", "backbone", "n", "parse_rate", "first_try_valid_ra
                     "repair_success_rate", "valid_rate", "gen_tokens_per_task", "repair_tokens_per_task"]
 
 
-CLOSING_COLUMNS = ["policy", "first_try_valid_rate", "distinct_plans", "n_validity", "success_rate", "tokens_per_task",
-                   "n_episodes", "grpo_groups", "grpo_nonzero_advantage_share"]
+CLOSING_COLUMNS = ["policy", "n_validity", "first_try_valid_rate", "distinct_plans", "n_episodes", "n_success",
+                   "success_rate", "success_lo", "success_hi", "tokens_per_task", "grpo_groups",
+                   "grpo_nonzero_advantage_share"]
+PAIRED_COLUMNS = ["a", "b", "n_tasks", "success_a", "success_b", "wins", "losses", "mcnemar_p", "delta_tokens", "note"]
 
 
 def read_records(path: str | Path):
@@ -169,39 +175,84 @@ def _distinct_plans(tasks_jsonl: Path) -> int | None:
     return len(plans) or None
 
 
-def closing_table(out: str | Path):
-    """The pipeline's closing table: one row per evaluated policy (untrained ``base``, ``stage1``... in that order):
-    first-try plan validity and distinct plans over the held-out tasks (validity/), streaming JIT success and tokens
-    per task (streaming/), and for the policy trained with GRPO (stage3) its groups and the share with non-zero
+def _order(policy: str):
+    return policy != "base", policy          # the untrained policy first, then stage1, stage2, stage3
+
+
+def _policy_runs(out: Path) -> dict:
+    """``{policy: RunRecord}`` (jitlab.compare.read_run) of the streaming JIT runs under ``out/streaming/``, in the
+    closing table's order."""
+    names = [p.name for p in (out / "streaming").glob("*") if (p / "summary.json").is_file()]
+    return {name: read_run(out / "streaming" / name, name) for name in sorted(names, key=_order)}
+
+
+def _streaming(run) -> dict:
+    """A run's streaming columns from its finished episodes: n, successes, rate with its Wilson 95% interval,
+    tokens per task."""
+    eps = run.episodes
+    n, k = len(eps), int(eps["success"].sum())
+    lo, hi = wilson(k, n)
+    return {"n_episodes": n, "n_success": k, "success_rate": k / n if n else None, "success_lo": lo, "success_hi": hi,
+            "tokens_per_task": float(eps["tokens"].mean()) if n else None}
+
+
+def closing_table(out: str | Path, compare_runs=()):
+    """The pipeline's closing table, one row per evaluated policy (untrained ``base``, ``stage1``... in that order),
+    then one per run of ``compare_runs`` (streaming JIT runs on the same split, e.g. the compose JIT's export; labelled
+    by their folder's name, streaming columns only), each with its own n: first-try plan validity and distinct plans
+    over the tasks its validity evaluation played (``n_validity``; validity/), streaming JIT success with its Wilson
+    95% interval and tokens per task over its finished episodes (``n_episodes``; streaming/, the records the pairs of
+    ``paired_table`` use), and for the policy trained with GRPO (stage3) its groups and the share with non-zero
     advantage (jitlab.train.evo.signal_share, from stage3/manifest.json)."""
     import pandas as pd
     out = Path(out)
+    runs = _policy_runs(out)
     rows = []
-    names = {p.name for mode in ("validity", "streaming") for p in (out / mode).glob("*") if p.is_dir()}
-    for policy in sorted(names, key=lambda n: (n != "base", n)):
-        validity, streaming = out / "validity" / policy, out / "streaming" / policy
-        if not (validity / "summary.json").is_file() and not (streaming / "summary.json").is_file():
-            continue
+    for policy in sorted({p.parent.name for p in (out / "validity").glob("*/summary.json")} | set(runs), key=_order):
         row = {"policy": policy}
+        validity = out / "validity" / policy
         if (validity / "summary.json").is_file():
             v = json.loads((validity / "summary.json").read_text())
             row.update(first_try_valid_rate=v.get("first_try_valid_rate"), n_validity=v.get("n"),
                        distinct_plans=_distinct_plans(validity / "tasks.jsonl"))
-        if (streaming / "summary.json").is_file():
-            s = json.loads((streaming / "summary.json").read_text())
-            row.update({k: s.get(k) for k in ("success_rate", "tokens_per_task", "n_episodes")})
+        if policy in runs:
+            row.update(_streaming(runs[policy]))
         manifest = out / policy / "manifest.json"
         groups = (json.loads(manifest.read_text()).get("summary") or {}).get("groups") if manifest.is_file() else None
         if groups:
             row.update(grpo_groups=groups["groups"], grpo_nonzero_advantage_share=groups["share"])
         rows.append(row)
+    rows += [{"policy": run.label, **_streaming(run)} for run in map(read_run, compare_runs)]
     return pd.DataFrame(rows, columns=CLOSING_COLUMNS)
 
 
-def pipeline_figures(out: str | Path) -> list[str]:
+def paired_table(out: str | Path, compare_runs=()):
+    """The paired comparisons of the closing table's streaming rows, B against A (:data:`PAIRED_COLUMNS`): each trained
+    policy (B) against ``base`` (A), then the final policy (the last of the pipeline's rows) against each run of
+    ``compare_runs`` (A). jitlab.compare's statistics over the tasks both rows finished (``n_tasks``: a policy may
+    play a prefix of the split, the pipeline's ``eval_limits``): wins, losses, the exact McNemar p, the mean per-task
+    Δ tokens (B - A). A pair jitlab.compare refuses (another suite or split, a budget that bound an episode) says why
+    in ``note`` instead of numbers; a differing budget that bound no episode is said there too."""
+    import pandas as pd
+    runs = _policy_runs(Path(out))
+    pairs = [(runs["base"], run) for policy, run in runs.items() if policy != "base"] if "base" in runs else []
+    if runs:
+        final = list(runs.values())[-1]
+        pairs += [(other, final) for other in map(read_run, compare_runs)]
+    rows = []
+    for a, b in pairs:
+        try:
+            row = compare_pair(a, b, common=True)[0]
+            rows.append({**row, "note": row["budgets"]})
+        except ConfigError as exc:      # not comparable: the row says why
+            rows.append({"a": a.label, "b": b.label, "note": str(exc)})
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+
+
+def pipeline_figures(out: str | Path, compare_runs=()) -> list[str]:
     """The pipeline's figures under ``out/figures``: the loss curves of every trained stage, Stage III's reward
-    channels per step, the closing table (``closing_table``) and the evaluation tables (markdown + CSV); each listed in
-    figures/README.md."""
+    channels per step, the closing table and its pairs (``closing_table``, ``paired_table``, with ``compare_runs``) and
+    the evaluation tables (markdown + CSV); each listed in figures/README.md."""
     import pandas as pd
 
     out = Path(out)
@@ -221,12 +272,19 @@ def pipeline_figures(out: str | Path) -> list[str]:
         written += save_figure(fig_curves(rewards), fig_dir, "stage3_channels", "Stage III reward channels per step",
                                command, "Mean of each Evo-GDPO channel over the step's group (TRL's "
                                "rewards/<channel>/mean); latency/cost only over gated-in candidates.")
-    closing = closing_table(out)
+    closing, pairs = closing_table(out, compare_runs), paired_table(out, compare_runs)
     if not closing.empty:
         paths = write_table(closing, fig_dir / "closing")
         register_figure(fig_dir, "closing", paths, "Untrained vs Stage I vs I+II vs I+II+III", command,
-                        "Plan validity and distinct plans on the held-out tasks, streaming JIT success and tokens per "
-                        "task, and the share of Stage III's GRPO groups with non-zero advantage.", numbers=closing)
+                        "Plan validity and distinct plans on the held-out tasks a policy played (n_validity), streaming "
+                        "JIT success with its Wilson 95% interval and tokens per task (n_episodes), the share of Stage "
+                        "III's GRPO groups with non-zero advantage; compare runs below the policies.", numbers=closing)
+        written += paths
+    if not pairs.empty:
+        paths = write_table(pairs, fig_dir / "closing_pairs")
+        register_figure(fig_dir, "closing_pairs", paths, "Paired: each trained policy vs the untrained one, the final "
+                        "policy vs each compare run", command, "B against A on the tasks both played (n_tasks): wins, "
+                        "losses, exact McNemar p, mean Δ tokens per task (B - A).", numbers=pairs)
         written += paths
     for mode in ("validity", "streaming"):
         runs = {p.name: p for p in sorted((out / mode).glob("*")) if (p / "summary.json").is_file()}

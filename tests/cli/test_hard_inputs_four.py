@@ -313,7 +313,7 @@ PIPELINE = "suite: toy\nexecutor: scripted:pick-first\nseeds: [react]\nbaseline_
     ("baseline_split: dev\neval_split: dev\ndata1: {splits: [train]}\nstage3: {split: train}\n", "(baseline_split dev)"),
     ("baseline_split: train\neval_split: dev\nstage3: {split: train}\n", "(data1 splits dev)"),
     ("baseline_options: {split: test}\n", "baseline_options: split is set by the pipeline (baseline_split)"),
-    ("eval_options: {limit: 3}\n", "eval_options: limit is set by the pipeline (eval_limit)"),
+    ("eval_options: {limit: 3}\n", "eval_options: limit is set by the pipeline (eval_limit, eval_limits)"),
 ])
 def test_a_pipeline_that_would_evaluate_on_its_evidence_or_set_a_split_twice_is_refused(extra, needle, tmp_path,
                                                                                       capsys):

@@ -110,11 +110,12 @@ NEW_SPACE = {"pipeline.yaml": ("textworld", "small_model/explorer", 9, 36),
 
 
 @pytest.mark.parametrize("name", sorted(NEW_SPACE))
-def test_the_new_space_configs_gather_train_evidence_on_every_family(name):
+def test_the_new_space_configs_gather_train_evidence_on_every_family(name, monkeypatch):
     from jitlab.envs.base import get_suite
     from jitlab.harness import resolve
     from jitlab.train.pipeline import check_stages
     suite_name, fixed, limit, eval_limit = NEW_SPACE[name]
+    monkeypatch.chdir(REPO)                             # compare_runs: paths from the working directory
     cfg = load_config(PipelineConfig, CONFIG_DIR / name)
     check_stages(cfg, Path("/nonexistent"))
     assert (cfg.suite, cfg.baseline_split, cfg.baseline_limit) == (suite_name, "train", limit)
@@ -128,6 +129,80 @@ def test_the_new_space_configs_gather_train_evidence_on_every_family(name):
     if suite_name == "textworld":    # every family x level once
         assert len({t.id.rsplit("-", 2)[0] for t in evidence}) == limit
     assert cfg.stage3.get("split") == "train"     # Stage III samples train tasks too, never the dev picks' tasks
+
+
+@pytest.mark.parametrize("name", sorted(NEW_SPACE))
+def test_the_suite_configs_play_the_intermediate_policies_on_a_prefix_with_every_family_twice(name, monkeypatch):
+    """Issue 43: base and stage3 on the whole evaluation, stage1 and stage2 on the split's first tasks, each family at
+    least twice (TextWorld: each family x level); the final policy paired with the compose JIT on the same tasks."""
+    from collections import Counter
+
+    from jitlab.envs.base import get_suite
+    from jitlab.train.pipeline import check_stages, eval_limit_of
+    suite_name, _, _, eval_limit = NEW_SPACE[name]
+    monkeypatch.chdir(REPO)
+    cfg = load_config(PipelineConfig, CONFIG_DIR / name)
+    check_stages(cfg, Path("/nonexistent"))
+    assert [eval_limit_of(cfg, p) for p in ("base", "stage3")] == [eval_limit, eval_limit]
+    prefix = eval_limit_of(cfg, "stage1")
+    assert eval_limit_of(cfg, "stage2") == prefix < eval_limit
+    suite = get_suite(suite_name)
+    tasks = suite.tasks("test")[:prefix]
+    cells = Counter(t.id.rsplit("-", 2)[0] if suite_name == "textworld" else t.family for t in tasks)
+    assert {t.family for t in tasks} == set(suite.families) and min(cells.values()) == 2, cells
+    (run,) = cfg.compare_runs
+    config = json.loads((REPO / run / "run.json").read_text())["config"]
+    assert (config["generator"], config["mode"], config["limit"]) == ("compose", "streaming", eval_limit)
+
+
+def test_eval_limits_are_checked_naming_the_field_before_anything_is_written(tmp_path):
+    for limits, said in (({"stage9": 3}, "eval_limits: unknown policy stage9; use base, stage1, stage2, stage3"),
+                         ({"stage1": 0}, "eval_limits: stage1 must be >= 1, got 0"),
+                         ({"stage1": 2.5}, "eval_limits: stage1 must be an integer, got 2.5"),
+                         ([12], "eval_limits must be a mapping of policy to tasks")):
+        with pytest.raises(ConfigError) as exc:
+            PipelineConfig(eval_limits=limits)
+        assert said in str(exc.value) and "\n" not in str(exc.value)
+    bad = tmp_path / "p.yaml"
+    bad.write_text("suite: toy\neval_limits: {stage1: 2, stage4: 1}\n")
+    with pytest.raises(ConfigError, match="eval_limits: unknown policy stage4"):
+        load_config(PipelineConfig, bad)
+
+
+def test_compare_runs_on_another_split_or_missing_are_refused_before_any_step(tmp_path):
+    from jitlab.train.pipeline import check_stages
+    react = "results/full-budget-textworld-test/textworld-react"
+    check_stages(PipelineConfig(**{**TOY, "suite": "textworld", "compare_runs": [str(REPO / react)]}), tmp_path / "o")
+    with pytest.raises(ConfigError, match="compare_runs: .*textworld-react is a textworld test run; give runs on toy test"):
+        run_steps(PipelineConfig(**{**TOY, "compare_runs": [str(REPO / react)]}), tmp_path / "o", ["baselines"])
+    with pytest.raises(ConfigError, match="compare_runs: .*nothing-here is no run"):
+        run_steps(PipelineConfig(**{**TOY, "compare_runs": [str(tmp_path / "nothing-here")]}), tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_each_policy_plays_its_own_prefix_in_both_evaluations(tmp_path, monkeypatch):
+    """eval_limits reaches the validity evaluation and the streaming JIT run of the policies it names (TEST DOUBLES
+    of both: they record the limit they were given)."""
+    from jitlab.train import pipeline
+    seen = {}
+
+    def validity(backbone, out, **kw):
+        seen["validity", Path(out).name] = kw["limit"]
+        return {}
+
+    def streaming(jit):
+        seen["streaming", Path(jit.out).name] = jit.limit
+        Path(jit.out).mkdir(parents=True)
+        (Path(jit.out) / "summary.json").write_text("{}")
+        return Path(jit.out)
+    monkeypatch.setattr(pipeline, "evaluate_generator", validity)
+    monkeypatch.setattr(pipeline, "run_jit", streaming)
+    cfg = PipelineConfig(**{**TOY, "eval_limit": 5, "eval_limits": {"stage1": 2}})
+    policies = {"base": "embedded", "stage1": "hf:a", "stage3": "hf:c"}
+    for mode in ("validity", "streaming"):
+        pipeline.evaluate_policies(cfg, tmp_path, mode, policies)
+    assert seen == {(mode, p): n for mode in ("validity", "streaming") for p, n in (("base", 5), ("stage1", 2),
+                                                                                     ("stage3", 5))}
 
 
 def test_a_relative_out_puts_every_step_under_the_working_directory(tmp_path, monkeypatch):
@@ -259,3 +334,6 @@ def test_the_fingerprints_come_from_the_step_table():
         assert _fingerprint(other, Path("/nonexistent"), step.name) == fp
     assert _fingerprint(PipelineConfig(**{**TOY, "stage3": {"steps": 3}}), Path("/x"), "stage3") != \
         _fingerprint(cfg, Path("/x"), "stage3")
+    prefix = PipelineConfig(**{**TOY, "eval_limits": {"stage1": 2}})      # a policy's task count reruns both evaluations
+    assert [s.name for s in PIPELINE if _fingerprint(prefix, Path("/x"), s.name) != _fingerprint(cfg, Path("/x"), s.name)] \
+        == ["validity", "streaming"]

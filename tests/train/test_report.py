@@ -1,8 +1,25 @@
 """jitlab.train.report reads back what the trainers wrote: TensorBoard event files (written here by torch's own
-SummaryWriter, as TRL's report_to does), log_history.jsonl when there are none, and the evaluation summaries."""
+SummaryWriter, as TRL's report_to does), log_history.jsonl when there are none, the evaluation summaries, and the
+pipeline's closing table with its pairs on hand-checkable streaming runs (copies of a committed export, edited)."""
 import json
+import shutil
+from pathlib import Path
 
-from jitlab.train.report import candidate_channels, eval_table, fig_curves, repair_table, training_scalars
+import pandas as pd
+import pytest
+
+from jitlab.stats import wilson
+from jitlab.train.report import (
+    candidate_channels,
+    closing_table,
+    eval_table,
+    fig_curves,
+    paired_table,
+    repair_table,
+    training_scalars,
+)
+
+REACT = Path(__file__).resolve().parents[2] / "results" / "full-budget-textworld-test" / "textworld-react"
 
 
 def test_scalars_from_tensorboard_and_from_log_history(tmp_path):
@@ -44,8 +61,23 @@ def test_tables_from_summaries_and_channels(tmp_path):
     assert ch.loc[0, "latency_gain"] is None and ch.loc[0, "valid"] and not ch.loc[0, "entered_frontier"]
 
 
-def test_the_closing_table_holds_validity_distinct_plans_streaming_and_the_grpo_signal(tmp_path):
-    from jitlab.train.report import closing_table
+def _stream(folder, outcomes, tokens, config=None):
+    """TEST DOUBLE of a streaming JIT run: a copy of the committed ReAct export (10 TextWorld test tasks, the split's
+    order) cut to its first len(outcomes) tasks, with these successes and ``tokens`` per task (``config``: run.json
+    config keys changed)."""
+    shutil.copytree(REACT, folder)
+    eps = pd.read_csv(folder / "episodes.csv", keep_default_na=False, dtype=str).iloc[:len(outcomes)].copy()
+    eps["success"], eps["reward"] = [str(o) for o in outcomes], [f"{o:.1f}" for o in outcomes]
+    eps["prompt_tokens"], eps["completion_tokens"] = str(tokens), "0"
+    eps.to_csv(folder / "episodes.csv", index=False, lineterminator="\n")
+    if config:
+        info = json.loads((folder / "run.json").read_text())
+        info["config"].update(config)
+        (folder / "run.json").write_text(json.dumps(info))
+    return folder
+
+
+def test_the_closing_table_holds_each_row_s_n_validity_distinct_plans_streaming_and_the_grpo_signal(tmp_path):
     react = '{"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"}'
     goal = react.replace('"react"', '"goal"')
     for policy, replies in (("stage3", [react, f"Sure: {react}", goal]), ("base", ["no plan", "none"])):
@@ -53,14 +85,42 @@ def test_the_closing_table_holds_validity_distinct_plans_streaming_and_the_grpo_
         folder.mkdir(parents=True)
         (folder / "summary.json").write_text(json.dumps({"n": len(replies), "first_try_valid_rate": 0.5}))
         (folder / "tasks.jsonl").write_text("".join(json.dumps({"reply": r}) + "\n" for r in replies))
-    (tmp_path / "streaming" / "stage3").mkdir(parents=True)
-    (tmp_path / "streaming" / "stage3" / "summary.json").write_text(json.dumps(
-        {"success_rate": 0.3, "tokens_per_task": 1200.0, "n_episodes": 10}))
+    _stream(tmp_path / "streaming" / "base", [1, 1, 0, 0, 0, 0, 0, 0, 0, 0], 100)
+    _stream(tmp_path / "streaming" / "stage1", [1, 1, 1, 1], 50)                 # a prefix: the first 4 tasks
+    _stream(tmp_path / "streaming" / "stage3", [1, 1, 1, 1, 1, 1, 1, 0, 0, 1], 200)
+    compose = _stream(tmp_path / "compose", [1, 1, 0, 0, 1, 1, 1, 1, 1, 1], 80)
     (tmp_path / "stage3").mkdir()
     (tmp_path / "stage3" / "manifest.json").write_text(json.dumps(
         {"summary": {"groups": {"groups": 6, "nonzero": 2, "share": 1 / 3}}}))
-    table = closing_table(tmp_path).set_index("policy")
-    assert list(table.index) == ["base", "stage3"]                     # the untrained policy first
+    table = closing_table(tmp_path, [compose]).set_index("policy")
+    assert list(table.index) == ["base", "stage1", "stage3", "compose"]    # the untrained policy first, compare last
     assert table.loc["stage3", "distinct_plans"] == 2 and table.loc["stage3", "n_validity"] == 3
-    assert table.loc["stage3", "success_rate"] == 0.3 and table.loc["stage3", "grpo_nonzero_advantage_share"] == 1 / 3
+    assert table.loc["stage3", "grpo_nonzero_advantage_share"] == 1 / 3
     assert table["distinct_plans"].isna()["base"] and table["grpo_groups"].isna()["base"]
+    assert pd.isna(table.loc["stage1", "n_validity"]) and pd.isna(table.loc["compose", "first_try_valid_rate"])
+    for row, k, n, tokens in (("base", 2, 10, 100), ("stage1", 4, 4, 50), ("stage3", 8, 10, 200), ("compose", 8, 10, 80)):
+        got = table.loc[row]
+        assert (got["n_success"], got["n_episodes"], got["success_rate"], got["tokens_per_task"]) == (k, n, k / n, tokens)
+        assert (got["success_lo"], got["success_hi"]) == wilson(k, n), row
+    assert (table.loc["base", "success_lo"], table.loc["base", "success_hi"]) == pytest.approx((0.0567, 0.5098), abs=1e-4)
+
+
+def test_the_pairs_count_only_the_tasks_both_rows_played(tmp_path):
+    _stream(tmp_path / "streaming" / "base", [1, 1, 0, 0, 0, 0, 0, 0, 0, 0], 100)
+    _stream(tmp_path / "streaming" / "stage1", [1, 1, 1, 1], 50)
+    _stream(tmp_path / "streaming" / "stage3", [1, 1, 1, 1, 1, 1, 1, 0, 0, 1], 200)
+    compose = _stream(tmp_path / "compose", [1, 1, 0, 0, 1, 1, 1, 1, 1, 1], 80)
+    dev = _stream(tmp_path / "dev-run", [1, 1, 1], 80, {"split": "dev"})
+    pairs = paired_table(tmp_path, [compose, dev])
+    rows = {(r["a"], r["b"]): r for r in pairs.to_dict("records")}
+    assert list(rows) == [("base", "stage1"), ("base", "stage3"), ("compose", "stage3"), ("dev-run", "stage3")]
+    got = rows["base", "stage1"]            # the 4 tasks stage1 played: base 1 1 0 0, stage1 1 1 1 1
+    assert (got["n_tasks"], got["success_a"], got["success_b"], got["wins"], got["losses"]) == (4, 2, 4, 2, 0)
+    assert got["mcnemar_p"] == 2 * 1 / 2 ** 2 and got["delta_tokens"] == -50
+    got = rows["base", "stage3"]            # 6 wins (tasks 3-7, 10), no loss: p = 2 / 2^6
+    assert (got["n_tasks"], got["wins"], got["losses"], got["mcnemar_p"], got["delta_tokens"]) == (10, 6, 0, 1 / 32, 100)
+    got = rows["compose", "stage3"]         # the final policy: wins on tasks 3, 4, losses on 8, 9; p = 2 * 11/16 -> 1
+    assert (got["n_tasks"], got["wins"], got["losses"], got["mcnemar_p"], got["delta_tokens"]) == (10, 2, 2, 1.0, 120)
+    assert rows["compose", "stage3"]["note"] == ""
+    refused = rows["dev-run", "stage3"]     # another split: no numbers, the reason
+    assert pd.isna(refused["n_tasks"]) and "different split ('dev' vs 'test')" in refused["note"]
