@@ -36,7 +36,9 @@ in every run under ``OUT`` (``JITLAB_SPEND_ROOT=OUT``). No new combination start
 each notebook gets the caps as parameters (it must define ``max_cost`` / ``max_tokens_total``), so its
 grids stop too. Caveat: notebooks running at once see each other's spend when their grids start, so a
 batch may overrun the cap by what its other parallel notebooks spend meanwhile. The caps are not part of
-a combination's id: rerunning with a higher cap resumes.
+a combination's id: rerunning with a higher cap resumes. The wall cap ``max_wall_total_s`` stays with the batch:
+once this invocation has run that long (checked every few seconds), it stops as on SIGTERM (below); a plain rerun
+resumes.
 
 Ray: ``--executor ray`` runs each combination as a Ray task (jitlab/cluster.py), ``--parallel`` at once: on the
 Ray this process connects to, ``$RAY_ADDRESS`` (e.g. ``ray://head:10001``) when set, else a local one. The
@@ -65,6 +67,8 @@ from jitlab.cluster import check_executor, ray_map
 from jitlab.errors import ConfigError, JitlabError
 from jitlab.fields import WORKERS_MAX, check_fields
 from jitlab.progress import Progress
+from jitlab.run_options import SpendCaps, adjust
+from jitlab.runtime import RunSpend, resume_hint
 from jitlab.store import DB_NAME, WriterLock, recorded_spend
 
 __all__ = ["BatchConfig", "load_grid", "combinations", "run_batch", "export_html", "MANIFEST"]
@@ -75,7 +79,9 @@ SPEND_POLL_S = 3.0   # how often the bar rereads the spend recorded under OUT wh
 
 
 @dataclass
-class BatchConfig:
+@adjust(help={"max_wall_total_s": "cap on the wall seconds of this invocation of the whole batch, counted from its "
+              "start: no notebook starts after it and the ones running are stopped (marked failed); rerun to resume"})
+class BatchConfig(SpendCaps):
     notebook: str = field(default="", metadata={"help": "notebook to execute (.ipynb with a 'parameters' cell)"})
     grid: str = field(default="", metadata={"help": "YAML file: parameter -> list of values, and/or runs: [dicts]"})
     out: str = field(default="", metadata={"help": "output folder: executed notebooks + manifest.json"})
@@ -86,11 +92,6 @@ class BatchConfig:
     timeout_s: int | None = field(default=None, metadata={"help": "per-cell timeout in seconds (default none)",
                                                           "min": 1})
     rerun_ok: bool = field(default=False, metadata={"help": "run again even the combinations that finished ok"})
-    max_cost: float | None = field(default=None, metadata={"help": "cap in USD on the real backbone spend of the "
-                                                                   "whole batch (passed to each notebook)", "min": 0,
-                                                           "metavar": "USD"})
-    max_tokens_total: int | None = field(default=None, metadata={"help": "cap on the backbone tokens of the whole "
-                                                                         "batch (passed to each notebook)", "min": 0})
     executor: str = field(default="local", metadata={"help": "'local' (worker processes here) or 'ray' (one Ray "
                                                             "task per run, --parallel at once; RAY_ADDRESS picks the "
                                                             "cluster)", "choices": ("local", "ray")})
@@ -101,8 +102,8 @@ class BatchConfig:
     def __post_init__(self):
         check_fields(self)
 
-    def caps(self) -> dict:
-        """The spend caps that are set, as notebook parameters."""
+    def notebook_caps(self) -> dict:
+        """The spend caps that are set, as notebook parameters (the wall cap is the batch's own)."""
         return {k: v for k, v in (("max_cost", self.max_cost), ("max_tokens_total", self.max_tokens_total))
                 if v is not None}
 
@@ -214,25 +215,48 @@ def _write_manifest(path: Path, manifest: dict) -> None:
 
 def _spent(out: Path, cfg: BatchConfig) -> str:
     """Why no new combination may start ('' while under the caps): the spend recorded under ``out``."""
-    if not cfg.caps():
+    if not cfg.notebook_caps():
         return ""
     from jitlab.experiments import grid_spend
     return grid_spend(out, cfg.max_cost, cfg.max_tokens_total).reached()
 
 
 class _Stopped(JitlabError):
-    """SIGTERM reached the batch (e.g. ``timeout`` around it)."""
+    """SIGTERM reached the batch (e.g. ``timeout`` around it), or its wall cap did; ``why`` (which) goes into the
+    error of each run it leaves unfinished."""
+
+    def __init__(self, message: str, why: str):
+        super().__init__(message)
+        self.why = why
 
 
 def _on_sigterm(signum, frame):
     raise _Stopped(f"batch stopped by signal {signum}; its unfinished runs are marked failed in {MANIFEST}; "
-                   "rerun the same command to run them")
+                   "rerun the same command to run them", why=f"signal {signum}")
+
+
+def _check_wall(wall: RunSpend) -> None:
+    """Raise _Stopped once the batch's wall cap is reached."""
+    reason = wall.reached()
+    if reason:
+        raise _Stopped(f"batch {reason}; its unfinished runs are marked failed in {MANIFEST}. {resume_hint(reason)}",
+                       why=reason)
+
+
+def _stopped(todo: list[dict], exc: BaseException) -> None:
+    """Mark the runs of ``todo`` that had not finished when ``exc`` (_Stopped, KeyboardInterrupt) stopped the batch."""
+    why = exc.why if isinstance(exc, _Stopped) else "Ctrl-C"
+    for run in todo:
+        if run["status"] in ("running", "pending"):
+            run.update(status="failed", error=f"batch stopped ({why}) before this run finished; rerun the same "
+                                              "command to run it again")
 
 
 def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) -> dict:
     """Execute ``cfg.notebook`` once per combination (from ``cfg.grid`` unless ``combos`` is given);
     returns the manifest (also written to ``OUT/manifest.json`` after every finished run)."""
     check_fields(cfg)
+    wall = RunSpend(max_wall_total_s=cfg.max_wall_total_s)   # this invocation's clock
     notebook = Path(cfg.notebook)
     if not notebook.is_file():
         raise ConfigError(f"notebook {notebook} does not exist")
@@ -240,17 +264,17 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
         raise ConfigError(f"cwd must be 'notebook' or 'run', got {cfg.cwd!r}")
     check_executor(cfg.executor)
     combos = combos if combos is not None else load_grid(cfg.grid)
-    check_parameters(notebook, combos, cfg.caps())   # before anything is written or run
+    check_parameters(notebook, combos, cfg.notebook_caps())   # before anything is written or run
     out = Path(cfg.out or f"batches/{notebook.stem}")
     out.mkdir(parents=True, exist_ok=True)
     writer = WriterLock(out / LOCK, f"batch output folder {out}")   # one batch per OUT, as one run per run dir
     try:
-        return _run_locked(cfg, notebook, combos, out, echo)
+        return _run_locked(cfg, notebook, combos, out, echo, wall)
     finally:
         writer.release()
 
 
-def _run_locked(cfg: BatchConfig, notebook: Path, combos: list[dict], out: Path, echo) -> dict:
+def _run_locked(cfg: BatchConfig, notebook: Path, combos: list[dict], out: Path, echo, wall: RunSpend) -> dict:
     """:func:`run_batch` once it holds ``OUT``'s lock."""
     manifest_path = out / MANIFEST
     old = {}
@@ -277,7 +301,7 @@ def _run_locked(cfg: BatchConfig, notebook: Path, combos: list[dict], out: Path,
          f"{len(todo)} to run, {parallel} at a time -> {out}")
     if todo:
         run_all = _run_all_ray if cfg.executor == "ray" else _run_all
-        run_all(cfg, notebook, out, todo, parallel, manifest, manifest_path, echo)
+        run_all(cfg, notebook, out, todo, parallel, manifest, manifest_path, echo, wall)
     ok = sum(r["status"] == "ok" for r in runs)
     manifest["summary"] = {"total": len(runs), "ok": ok, "failed": sum(r["status"] == "failed" for r in runs),
                            "skipped": sum(bool(r.get("skipped")) for r in runs)}
@@ -332,7 +356,7 @@ def _execute_args(cfg: BatchConfig, notebook: Path, out: Path, run: dict) -> tup
     if cfg.cwd == "run":
         cwd = str((out / run["id"]).resolve())
         Path(cwd).mkdir(parents=True, exist_ok=True)
-    return (str(notebook), run["output"], {**run["params"], **cfg.caps()}, cfg.kernel, cwd, cfg.timeout_s,
+    return (str(notebook), run["output"], {**run["params"], **cfg.notebook_caps()}, cfg.kernel, cwd, cfg.timeout_s,
             {**_kernel_env(cfg, out), "JITLAB_OUT_ROOT": str((out / run["id"]).resolve())})
 
 
@@ -386,11 +410,12 @@ def _finished(run: dict, result: dict, manifest: dict, manifest_path: Path, echo
 
 
 def _run_all_ray(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], parallel: int, manifest: dict,
-                 manifest_path: Path, echo) -> None:
+                 manifest_path: Path, echo, wall: RunSpend) -> None:
     """``todo`` as Ray tasks (jitlab/cluster.py), ``parallel`` at once; each starts only while the batch is under
     its spend caps. The kernel runs on the worker's node, so ``OUT`` must be on storage both sides see. A run
     whose worker dies is marked failed; on SIGTERM / Ctrl-C the unfinished runs are marked failed (Ray stops the
-    tasks of a driver that exits). Rerun the batch to run them again."""
+    tasks of a driver that exits), and at the wall cap too (its tasks still running are cancelled). Rerun the batch
+    to run them again."""
 
     def before_start(i):
         reason = _spent(out, cfg)
@@ -410,12 +435,9 @@ def _run_all_ray(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], 
     try:
         results = ray_map(_execute, args, parallel, labels=[f"batch run {r['id']}" for r in todo],
                           on_result=lambda i, res: _finished(todo[i], res, manifest, manifest_path, echo),
-                          before_start=before_start)
-    except (_Stopped, KeyboardInterrupt):
-        for run in todo:
-            if run["status"] in ("running", "pending"):
-                run.update(status="failed", error="batch stopped (SIGTERM or Ctrl-C) before this run finished; "
-                                                  "rerun the same command to run it again")
+                          before_start=before_start, poll=lambda: _check_wall(wall))
+    except (_Stopped, KeyboardInterrupt) as exc:
+        _stopped(todo, exc)
         _write_manifest(manifest_path, manifest)
         raise
     finally:
@@ -430,9 +452,9 @@ def _run_all_ray(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], 
 
 
 def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], parallel: int, manifest: dict,
-             manifest_path: Path, echo) -> None:
+             manifest_path: Path, echo, wall: RunSpend) -> None:
     """Run ``todo`` at most ``parallel`` at a time, starting each only while the batch is under its spend
-    caps; on SIGTERM / Ctrl-C the unfinished runs are marked failed and the workers stopped."""
+    caps; on SIGTERM / Ctrl-C or at the wall cap the unfinished runs are marked failed and the workers stopped."""
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")   # no fork of a threaded parent (pool, zmq)
     env = _kernel_env(cfg, out)
@@ -445,6 +467,7 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
     spend = _Spend(out, bar)
     try:
         while queue or futures:
+            _check_wall(wall)
             while queue and len(futures) < parallel:
                 run = queue.pop(0)
                 reason = _spent(out, cfg)
@@ -457,7 +480,7 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
                     cwd = str((out / run["id"]).resolve())
                     Path(cwd).mkdir(parents=True, exist_ok=True)
                 run["status"] = "running"
-                futures[pool.submit(_execute, str(notebook), run["output"], {**run["params"], **cfg.caps()},
+                futures[pool.submit(_execute, str(notebook), run["output"], {**run["params"], **cfg.notebook_caps()},
                                     cfg.kernel, cwd, cfg.timeout_s,
                                     {**env, "JITLAB_OUT_ROOT": str((out / run["id"]).resolve())})] = run
             _write_manifest(manifest_path, manifest)
@@ -472,11 +495,8 @@ def _run_all(cfg: BatchConfig, notebook: Path, out: Path, todo: list[dict], para
                 _write_manifest(manifest_path, manifest)
                 echo(f"  {run['id']} {run['status']:<6} {run['duration_s']:.1f}s {json.dumps(run['params'], default=str)}"
                      + (f"\n    {run['error']}" if run["error"] else ""))
-    except (_Stopped, KeyboardInterrupt):
-        for run in todo:
-            if run["status"] in ("running", "pending"):
-                run.update(status="failed", error="batch stopped (SIGTERM or Ctrl-C) before this run finished; "
-                                                  "rerun the same command to run it again")
+    except (_Stopped, KeyboardInterrupt) as exc:
+        _stopped(todo, exc)
         _write_manifest(manifest_path, manifest)
         for proc in list((getattr(pool, "_processes", None) or {}).values()):  # no public way to stop busy workers
             proc.terminate()

@@ -35,6 +35,7 @@ __all__ = ["ADDRESS_ENV", "EXECUTORS", "check_executor", "ray_init", "ray_map"]
 
 EXECUTORS = ("local", "ray")
 ADDRESS_ENV = "RAY_ADDRESS"
+POLL_S = 3.0   # how often ray_map calls its poll() while units run
 
 log = logging.getLogger(__name__)
 
@@ -123,13 +124,15 @@ def _unwrap(exc: BaseException, label: str) -> BaseException:
 
 
 def ray_map(fn, args_list: list[tuple], workers: int | None = None, labels: list[str] | None = None,
-            on_result=None, before_start=None) -> list:
+            on_result=None, before_start=None, poll=None) -> list:
     """``fn(*args)`` for each tuple of ``args_list`` as Ray tasks, at most ``workers`` at once (default: all
     at once; Ray queues them on its CPUs). Returns the results in order; a unit that failed has its exception in
     its place (logged when it fails). ``on_result(index, result)`` is called in this process as each finishes,
     in completion order (static JIT writes its records there). ``before_start(index)``, when given, is called
     just before a unit would start: a result other than None is taken as the unit's result and it does not
-    run (``jitlab batch`` stops starting notebooks at its spend cap). ``fn`` must be a module-level function."""
+    run (``jitlab batch`` stops starting notebooks at its spend cap). ``poll()``, when given, is called before units
+    start and every ``POLL_S`` while they run; what it raises stops the map, the units still running cancelled
+    (``jitlab batch`` at its wall cap). ``fn`` must be a module-level function."""
     ray = ray_init()
     env = _worker_env()
     remote = ray.remote(num_cpus=1, max_retries=0)(_run_unit).options(runtime_env={"env_vars": env} if env else None)
@@ -138,6 +141,13 @@ def ray_map(fn, args_list: list[tuple], workers: int | None = None, labels: list
     pending, waiting = {}, list(range(len(args_list)))
     limit = workers or len(args_list)
     while waiting or pending:
+        if poll is not None:
+            try:
+                poll()
+            except BaseException:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                raise
         while waiting and len(pending) < limit:
             i = waiting.pop(0)
             instead = before_start(i) if before_start is not None else None
@@ -147,7 +157,7 @@ def ray_map(fn, args_list: list[tuple], workers: int | None = None, labels: list
             pending[remote.remote(fn, *args_list[i])] = i
         if not pending:
             break
-        done, _ = ray.wait(list(pending), num_returns=1)
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=None if poll is None else POLL_S)
         for ref in done:
             i = pending.pop(ref)
             try:

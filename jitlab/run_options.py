@@ -1,6 +1,6 @@
 """The episode options and run controls, declared once: every config that plays episodes (``jitlab run``, ``jit``,
 ``engineer run|table``, ``transfer``, the training stages that play episodes) takes them from here by inheritance,
-and hands them to the runs it makes with :func:`derive`.
+and hands them to the runs it makes with :func:`derive`. ``jitlab batch`` takes the caps (:class:`SpendCaps`) too.
 
     @dataclass
     @adjust(defaults={"concurrency": 6})            # another default; help and bounds stay as declared here

@@ -190,6 +190,45 @@ def test_batch_on_ray_isolates_a_failing_run_and_reruns_skip_ok_ones(cluster, tm
     assert again["summary"] == {"total": 2, "ok": 1, "failed": 1, "skipped": 1}
 
 
+@pytest.mark.slow   # ~15 s: a Jupyter kernel started on a Ray worker
+def test_batch_on_ray_stops_a_notebook_in_flight_at_its_wall_cap(cluster, tmp_path, monkeypatch):
+    """As on the local executor (tests/viz/test_batch.py): the batch's clock is injected, so the cap is reached once
+    the notebook has started; its Ray task is cancelled, its kernel dies, the run is marked failed."""
+    pytest.importorskip("papermill")
+    psutil = pytest.importorskip("psutil")
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "viz"))
+    from test_batch import _sleepy
+
+    from jitlab import batch
+    from jitlab import cluster as C
+    from jitlab.errors import JitlabError
+    from jitlab.runtime import RunSpend
+    _sleepy(tmp_path / "nb.ipynb")
+    out = tmp_path / "batch"
+    logs = lambda: sorted(out.glob("*/log.txt"))   # noqa: E731
+    monkeypatch.setattr(C, "POLL_S", 0.2)
+    monkeypatch.setattr(batch, "RunSpend", lambda **caps: RunSpend(**caps, clock=lambda: 100.0 if logs() else 0.0,
+                                                                   started=0.0))
+    cfg = batch.BatchConfig(notebook=str(tmp_path / "nb.ipynb"), out=str(out), parallel=1, cwd="run", executor="ray",
+                            max_wall_total_s=60)
+    with pytest.raises(JitlabError, match=r"^batch wall cap reached: 100\.00s of --max-wall-total-s 60 "):
+        batch.run_batch(cfg, combos=[{"go": str(tmp_path / "never")}], echo=lambda *_: None)
+    run = json.loads((out / "manifest.json").read_text())["runs"][0]
+    assert run["status"] == "failed" and run["error"].startswith("batch stopped (wall cap reached: 100.00s")
+    kernel = int(logs()[0].read_text().split()[1])
+
+    def alive(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+    deadline = time.time() + 15
+    while time.time() < deadline and alive(kernel):
+        time.sleep(0.1)
+    assert not alive(kernel) and logs()[0].read_text().split()[0::2] == ["start"]
+
+
 def test_a_cell_that_cannot_start_raises_its_own_error_after_the_others_finish(cluster, tmp_path, caplog):
     from jitlab.errors import UnknownName
     with pytest.raises(UnknownName, match="no_such_harness"):

@@ -301,13 +301,18 @@ def fig_stream(df, window: int = 5, title: str | None = None):
             bucket.append(_style(hv.Curve((x, g[f"{col}_mean"]), "task", ylabel, label=label),
                                  color=color, dash=mode, width=2))
     head = f"{title}: " if title else ""
+    # the static figure's legend (labels with k/n and an interval are long) sits below the first panel, clear of
+    # its curves and axis labels
+    below = dict(legend_position="inner", legend_opts=dict(loc="upper left", bbox_to_anchor=(0, -0.2)))
     layout = (_panel_opts(hv.Overlay(acc), f"{head}cumulative accuracy", "task in stream",
-                          "cumulative accuracy (band: Wilson 95%)").redim.range(**{"cumulative accuracy": (0, 1)})
+                          "cumulative accuracy (band: Wilson 95%)").opts(backend="matplotlib", **below)
+              .redim.range(**{"cumulative accuracy": (0, 1)})
               + _panel_opts(hv.Overlay(cost), f"{head}cost per task", "task in stream",
                             f"$ per task ({window}-task mean ± std)", legend=False)
               + _panel_opts(hv.Overlay(calls), f"{head}tool calls per task", "task in stream",
                             f"tool calls ({window}-task mean ± std)", legend=False))
-    return layout.cols(3)
+    # panel letters above the y-axis labels, not on them
+    return layout.cols(3).opts(backend="matplotlib", sublabel_position=(-0.25, 1.02))
 
 
 def _staircase(front, xmax: float):

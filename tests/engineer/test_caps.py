@@ -62,8 +62,10 @@ def _statuses(out) -> list[str]:
     return sorted(s for db in Path(out).rglob("run.sqlite") for s in load(db.parent)["episodes"]["status"])
 
 
-# the configs of the commands that play episodes (the JIT's generator and repair configs are the JIT's own)
+# the configs of the commands that play episodes (the JIT's generator and repair configs are the JIT's own), and
+# jitlab batch's, whose caps bound the notebooks it runs
 RUN_FACING = {
+    "BatchConfig",
     "RunConfig",
     "JITConfig",
     "EngineerConfig",

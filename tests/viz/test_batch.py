@@ -119,17 +119,30 @@ def test_batch_numbers_are_checked():
         BatchConfig(notebook="n.ipynb", timeout_s=-5)
 
 
-def test_notebook_00_writes_its_run_under_the_batch_out(tmp_path):
-    """Notebook 00 (smoke) through the batch: its run lands in OUT/<id>/runs/, never in the checkout
-    (before: runs/ next to the notebook file), and the batch's spend cap reaches the run."""
+def test_notebook_00_writes_its_run_under_the_batch_out(tmp_path, capsys):
+    """Notebook 00 (smoke: the scripted test double pick-hash) through the batch: its run lands in OUT/<id>/runs/,
+    never in the checkout (before: runs/ next to the notebook file), and the batch's spend cap reaches the run.
+    First ``jitlab batch NB --max-wall-total-s 0.001`` (the whole-command wall cap of run, jit, engineer and
+    transfer; batch lacked it) starts nothing and exits 2 with the cap's line; the run without it then resumes."""
+    from jitlab.cli import main
     from jitlab.paths import repo_root
     notebook = repo_root() / "notebooks" / "00_quickstart.ipynb"
     before = {p for p in (repo_root() / "notebooks").rglob("run.sqlite")} | set((repo_root() / "runs").rglob("run.sqlite"))
     out = tmp_path / "batch"
+    (tmp_path / "g.yaml").write_text("smoke: [true]\nsuite: [toy]\nout: [runs/q]\n")
+    assert main(["batch", str(notebook), "--grid", str(tmp_path / "g.yaml"), "--out", str(out),
+                 "--max-wall-total-s", "0.001"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("jitlab: error: batch wall cap reached: ") and "rerun to resume" in err
+    assert "of --max-wall-total-s 0.001 (this invocation)" in err
+    walled = json.loads((out / "manifest.json").read_text())["runs"][0]
+    assert walled["status"] == "failed" and walled["error"].startswith("batch stopped (wall cap reached: ")
+    assert not (out / walled["id"]).exists()                      # nothing ran
     cfg = BatchConfig(notebook=str(notebook), out=str(out), parallel=1, max_cost=10.0)
     manifest = run_batch(cfg, combos=[{"smoke": True, "suite": "toy", "out": "runs/q"}], echo=lambda *_: None)
     assert manifest["summary"]["ok"] == 1, manifest["runs"][0]["error"]
     rid = manifest["runs"][0]["id"]
+    assert rid == walled["id"]                                    # the wall cap is in no combination's id
     summary = json.loads((out / rid / "runs" / "q" / "summary.json").read_text())
     assert summary["n_episodes"] == 2 and summary["backbone"] == "scripted:pick-hash"
     after = {p for p in (repo_root() / "notebooks").rglob("run.sqlite")} | set((repo_root() / "runs").rglob("run.sqlite"))
@@ -139,6 +152,40 @@ def test_notebook_00_writes_its_run_under_the_batch_out(tmp_path):
     manifest = run_batch(capped, combos=[{"smoke": True, "suite": "toy", "out": "runs/q2"}], echo=lambda *_: None)
     assert manifest["summary"]["failed"] == 1 and "not started: batch spend cap reached" in manifest["runs"][0]["error"]
     assert not (out / manifest["runs"][0]["id"] / "runs" / "q2").exists()
+
+
+def test_the_wall_cap_stops_a_notebook_in_flight(tmp_path, monkeypatch):
+    """At the wall cap the notebooks still running are stopped, their kernels with them, and marked failed. The
+    batch's clock is injected: the cap is reached once the notebook has started (it then waits for a file that never
+    comes)."""
+    import time
+
+    from jitlab import batch
+    from jitlab.errors import JitlabError
+    from jitlab.runtime import RunSpend
+    psutil = pytest.importorskip("psutil")
+    _sleepy(tmp_path / "nb.ipynb")
+    log = tmp_path / "log.txt"                                    # in the kernel's folder: the notebook's
+    monkeypatch.setattr(batch, "SPEND_POLL_S", 0.2)
+    monkeypatch.setattr(batch, "RunSpend", lambda **caps: RunSpend(
+        **caps, clock=lambda: 100.0 if log.is_file() else 0.0, started=0.0))
+    cfg = BatchConfig(notebook=str(tmp_path / "nb.ipynb"), out=str(tmp_path / "b"), parallel=1, max_wall_total_s=60)
+    with pytest.raises(JitlabError, match=r"^batch wall cap reached: 100\.00s of --max-wall-total-s 60 "):
+        run_batch(cfg, combos=[{"go": str(tmp_path / "never")}], echo=lambda *_: None)
+    run = json.loads((tmp_path / "b" / "manifest.json").read_text())["runs"][0]
+    assert run["status"] == "failed" and run["error"].startswith("batch stopped (wall cap reached: 100.00s")
+    assert log.read_text().split()[0::2] == ["start"]             # it was in flight: started, never done
+
+    def alive(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+    kernel = int(log.read_text().split()[1])
+    deadline = time.time() + 15
+    while time.time() < deadline and alive(kernel):
+        time.sleep(0.1)
+    assert not alive(kernel)
 
 
 def test_a_batch_killed_by_timeout_marks_its_runs_failed(tmp_path):
