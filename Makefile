@@ -12,7 +12,7 @@ STAMP := $(VENV)/.jitlab-setup
 APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow bench lab gemma llamacpp docs-notebooks pipeline pipeline-code pipeline-smoke clean-venv
+.PHONY: setup demo test test-slow bench lab gemma llamacpp openvino docs-notebooks pipeline pipeline-code pipeline-smoke clean-venv
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -72,6 +72,11 @@ llamacpp: setup
 	 echo "CMAKE_ARGS=$$args"; CMAKE_ARGS="$$args" $(BIN)/python -m pip install -q --no-cache-dir --no-deps \
 	   llama-cpp-python==0.3.36 diskcache
 	$(BIN)/python -c "import llama_cpp; print('llama.cpp', llama_cpp.__version__)"
+
+# the optional OpenVINO engine (openvino: backbones; wheels, no build), its model folder written on first use
+openvino: setup
+	$(BIN)/python -m pip install -q -e ".[openvino]"
+	$(BIN)/python -c "import openvino_genai; print('openvino-genai', openvino_genai.__version__)"
 
 gemma: setup
 	$(BIN)/python -m pip install -q -e ".[gemma]"

@@ -8,9 +8,12 @@ Names:
     ``llamacpp:embedded``, ``llamacpp:gemma3-270m``, ``llamacpp:<file.gguf>``
                                      the same GGUF weights on llama.cpp (optional extra ``jitlab[llamacpp]``);
                                      ``llamacpp:embedded-q8_0`` (-q4_0, -bf16, -f16): a re-typed copy of them
+    ``openvino:embedded``, ``openvino:embedded-q8_0``
+                                     SmolLM2 on OpenVINO (optional extra ``jitlab[openvino]``): the packaged weights
+                                     as float16 (or re-quantized to Q8_0), bfloat16 compute
     ``scripted:<name>``              deterministic test doubles (see jitlab.llm.scripted)
 
-Heavy libraries (torch, transformers, litellm, llama_cpp) are imported only by the backend that needs them.
+Heavy libraries (torch, transformers, litellm, llama_cpp, openvino) are imported only by the backend that needs them.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ BACKENDS = {
     "hf": "jitlab.llm.hf:HFBackbone",
     "litellm": "jitlab.llm.litellm_backend:LiteLLMBackbone",
     "llamacpp": "jitlab.llm.llamacpp:LlamaCppBackbone",
+    "openvino": "jitlab.llm.openvino:OpenVINOBackbone",
     "scripted": "jitlab.llm.scripted:get_scripted",
 }
 # names that take no ``:<rest>``: the backbone id each one records (the replay cache and prices key on it) ...
@@ -65,6 +69,9 @@ def weights_of(name: str) -> str:
         if packaged in NAMED and retyped:
             return f"{NAMED[packaged]}, re-typed to {retyped.upper()} by llama.cpp's quantizer, run by llama.cpp"
         return f"{NAMED.get(rest, f'GGUF file {rest}')}, run by llama.cpp"
+    if kind == "openvino":
+        weights = rest.partition("-")[2] or "f16"
+        return f"{NAMED['embedded']}, de-quantized and stored as {weights.upper()}, run by OpenVINO"
     return {"hf": f"local checkpoint {rest}", "litellm": f"provider model {rest}",
             "scripted": f"scripted test double {rest}"}.get(kind, name)
 
@@ -76,6 +83,7 @@ OPTIONS = {
     "hf": "jitlab.llm.hf:HFConfig",
     "litellm": "jitlab.llm.litellm_backend:LiteLLMConfig",
     "llamacpp": "jitlab.llm.llamacpp:LlamaCppConfig",
+    "openvino": "jitlab.llm.openvino:OpenVINOConfig",
     "scripted": "jitlab.llm.scripted:ScriptedConfig",
 }
 
@@ -112,7 +120,8 @@ def check_name(name: str) -> None:
     kind, _, rest = name.partition(":")
     if kind not in BACKENDS or (kind not in NAMED and not rest) or (kind in NAMED and rest):
         raise UnknownName("backbone", name, [*NAMED, "hf:<dir>[#file.gguf]", "litellm:<provider/model>",
-                                              "llamacpp:embedded[-q8_0]|gemma3-270m|<file.gguf>", "scripted:<name>"])
+                                              "llamacpp:embedded[-q8_0]|gemma3-270m|<file.gguf>", "openvino:embedded[-q8_0]",
+                                              "scripted:<name>"])
     if kind == "scripted":
         check_scripted(rest)
 

@@ -107,6 +107,8 @@ def known_price(backbone: str, options: dict | None = None) -> Price | None:
         return Price(PRICE_PER_TOKEN * 1e6, PRICE_PER_TOKEN * 1e6)
     if kind == "llamacpp" and rest in PACKAGED_IDS:   # the same weights on llama.cpp: the same price
         kind = rest
+    if kind == "openvino" and rest.partition("-")[0] in PACKAGED_IDS:   # the same model on OpenVINO: its price
+        kind = rest.partition("-")[0]
     names = [PACKAGED_IDS[kind]] if kind in PACKAGED_IDS else [backbone, rest]
     try:
         return find_price(resolve_pricing((options or {}).get("pricing")), *names)
