@@ -13,11 +13,11 @@ the first engine's. Engine options as ``name@key=value,...``; each engine gets a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import threading
 import time
-from pathlib import Path
+
+from replay import cpu_flags, engine  # benchmarks/ (this script's folder) is on sys.path
 
 WORDS = "north south east west door key box ball red green blue purple open close take drop".split()
 
@@ -44,16 +44,10 @@ def main() -> None:
     ap.add_argument("--batches", type=int, nargs="*", default=[1, 8, 16], help="decode requests at once")
     ap.add_argument("--new-tokens", type=int, default=64)
     args = ap.parse_args()
-    from jitlab.llm import get_backbone
-    flags = [f for f in Path("/proc/cpuinfo").read_text().split("flags")[1].splitlines()[0].split()
-             if f.startswith(("avx512", "amx"))]
-    print(f"load average {os.getloadavg()}; {os.cpu_count()} CPUs; flags: {' '.join(flags)}", flush=True)
+    print(f"load average {os.getloadavg()}; {os.cpu_count()} CPUs; flags: {' '.join(cpu_flags())}", flush=True)
     engines = []
     for spec in args.engines:
-        name, _, opts = spec.partition("@")
-        options = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
-                   for k, v in (o.split("=", 1) for o in opts.split(",") if o)}
-        llm = get_backbone(name, **options)
+        llm = engine(spec)
         llm.chat([{"role": "user", "content": "Say hi."}], max_new_tokens=4)
         engines.append((spec, llm))
     for rnd in range(args.rounds):

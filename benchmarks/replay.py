@@ -169,6 +169,21 @@ def warm(llm) -> None:
         llm.score([{"role": "user", "content": "Say hi."}], ["hi", "hello"])
 
 
+def cpu_flags() -> list[str]:
+    """This CPU's AVX-512 and AMX flags (recorded with every speed figure)."""
+    return [f for f in Path("/proc/cpuinfo").read_text().split("flags")[1].splitlines()[0].split()
+            if f.startswith(("avx512", "amx"))]
+
+
+def engine(spec: str):
+    """The backbone of an engine spec ``name@key=value,...`` (numbers and true/false parsed as JSON)."""
+    from jitlab.llm import get_backbone
+    name, _, opts = spec.partition("@")
+    options = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
+               for k, v in (o.split("=", 1) for o in opts.split(",") if o)}
+    return get_backbone(name, **options)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", nargs="*", default=list(RECORDINGS), help="stream names (benchmarks/streams/)")
@@ -184,18 +199,11 @@ def main() -> None:
     if args.record:
         return record(args.streams, args.record_backbone, Path(args.work))
 
-    from jitlab.llm import get_backbone
-
-    flags = [f for f in ("avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16") if f in
-             Path("/proc/cpuinfo").read_text().split("flags")[1].splitlines()[0].split()]
-    print(f"load average {os.getloadavg()}; {os.cpu_count()} CPUs; flags: {' '.join(flags)}"
+    print(f"load average {os.getloadavg()}; {os.cpu_count()} CPUs; flags: {' '.join(cpu_flags())}"
           + (f"; first {args.max_calls} calls per stream (smoke check)" if args.max_calls else ""))
     engines = []
     for spec in args.engines:
-        name, _, opts = spec.partition("@")
-        options = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
-                   for k, v in (o.split("=", 1) for o in opts.split(",") if o)}
-        llm = get_backbone(name, **options)
+        llm = engine(spec)
         warm(llm)
         engines.append((spec, llm))
     rows = []
