@@ -28,7 +28,6 @@ its replies and likelihood choices agree with ``embedded`` is measured in benchm
 """
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from importlib.util import find_spec
 from jitlab.errors import ConfigError
 from jitlab.llm import hf
 from jitlab.llm.base import backend_config
-from jitlab.llm.hf import _clean, check_installed
+from jitlab.llm.hf import _clean, chat_params, check_installed, keep_last
 from jitlab.llm.openvino_engine import _Engine
 from jitlab.llm.openvino_model import WEIGHTS, model_folder
 from jitlab.llm.pricing import find_price, resolve_pricing
@@ -45,11 +44,8 @@ from jitlab.protocol import Completion
 
 __all__ = ["EMBEDDED_ID", "INSTALL", "OpenVINOBackbone", "OpenVINOConfig"]
 
-log = logging.getLogger(__name__)
-
 EMBEDDED_ID = "openvino:smollm2-135m-instruct"
 INSTALL = 'pip install "jitlab[openvino]" (or make openvino)'
-_PARAMS = ("max_new_tokens", "max_tokens", "temperature", "top_p", "stop", "seed")
 
 
 @dataclass
@@ -114,17 +110,12 @@ class OpenVINOBackbone:
 
     def chat(self, messages: list[dict], **params) -> Completion:
         start = time.perf_counter()
-        for name in set(params) - set(_PARAMS) - self._warned:
-            log.warning("openvino backbone ignores chat parameter %r (understood: %s)", name, ", ".join(_PARAMS))
-            self._warned.add(name)
-        stop = params.get("stop") or ()
-        stop = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop if s)
-        max_new = int(params.get("max_new_tokens", params.get("max_tokens", self.config.max_new_tokens)))
-        temperature = float(params.get("temperature", self.config.temperature) or 0.0)
+        gen = chat_params("openvino", params, self.config, self._warned)
+        stop = tuple(s for s in gen["stop"] if s)
+        max_new = gen["max_new_tokens"]
         engine = self.engine
         ids = self._truncate(engine.prompt_ids(_clean(messages)), max_new)
-        request = engine.generate(ids, engine.config(max_new, temperature, params.get("top_p"), stop,
-                                                     params.get("seed") if temperature else None))
+        request = engine.generate(ids, engine.config(max_new, gen["temperature"], gen["top_p"], stop, gen["seed"]))
         text, generated = engine.finish(request.tokens[:max_new], stop)
         return Completion(text=text, prompt_tokens=len(ids), completion_tokens=generated,
                           cost=self.price.cost(len(ids), generated) if self.price else 0.0,
@@ -151,11 +142,7 @@ class OpenVINOBackbone:
         return dict(getattr(self._local, "score_timing", {}))
 
     def _truncate(self, ids: list[int], max_new: int) -> list[int]:
-        limit = max(16, self.engine.context - max_new)
-        if len(ids) > limit:
-            log.warning("prompt of %d tokens exceeds %d; keeping its last %d tokens", len(ids), limit, limit)
-            ids = ids[-limit:]
-        return ids
+        return keep_last(ids, max(16, self.engine.context - max_new))
 
 
 _ENGINES: dict[tuple, _Engine] = {}

@@ -90,8 +90,8 @@ from jitlab.llm.hf.prefix_cache import _PrefixCache
 from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
-__all__ = ["EMBEDDED_ID", "EMBEDDED_INSTALL", "GEMMA_ID", "GEMMA_INSTALL", "HFBackbone", "HFConfig", "embedded",
-           "embedded_gguf_path", "gemma3_270m", "gemma_gguf_path", "load_base"]
+__all__ = ["EMBEDDED_ID", "EMBEDDED_INSTALL", "GEMMA_ID", "GEMMA_INSTALL", "HFBackbone", "HFConfig", "chat_params",
+           "embedded", "embedded_gguf_path", "gemma3_270m", "gemma_gguf_path", "keep_last", "load_base"]
 
 log = logging.getLogger(__name__)
 
@@ -179,23 +179,10 @@ class HFBackbone:
         self.converted_dir: Path | None = self.engine.converted
 
     def _gen_params(self, params: dict) -> tuple:
-        for name in set(params) - set(_PARAMS) - self._warned:
-            log.warning("hf backbone ignores chat parameter %r (understood: %s)", name, ", ".join(_PARAMS))
-            self._warned.add(name)
-        stop = params.get("stop") or ()
-        stop = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop)
-        max_new = params.get("max_new_tokens", params.get("max_tokens", self.config.max_new_tokens))
-        temperature = params.get("temperature", self.config.temperature)
-        return (("max_new_tokens", int(max_new)), ("temperature", float(temperature or 0.0)),
-                ("top_p", params.get("top_p")), ("stop", stop),
-                ("seed", params.get("seed") if temperature else None))
+        return tuple(chat_params("hf", params, self.config, self._warned).items())
 
     def _truncate(self, ids: list[int], max_new: int) -> list[int]:
-        limit = self.config.max_input_tokens or max(16, self.engine.context - max_new)
-        if len(ids) > limit:
-            log.warning("prompt of %d tokens exceeds %d; keeping its last %d tokens", len(ids), limit, limit)
-            ids = ids[-limit:]
-        return ids
+        return keep_last(ids, self.config.max_input_tokens or max(16, self.engine.context - max_new))
 
     def chat(self, messages: list[dict], **params) -> Completion:
         start = time.perf_counter()
@@ -235,6 +222,29 @@ class HFBackbone:
         """``queue_s``, ``compute_s``, ``reused`` (prompt tokens from the prefix cache) and ``prompt_tokens`` (the
         prompt's and the candidates' tokens) of this thread's last ``score`` call (LLMHandle records them)."""
         return dict(getattr(self._local, "score_timing", {}))
+
+
+def chat_params(backend: str, params: dict, config, warned: set) -> dict:
+    """A chat call's generation parameters as an in-process backbone reads them (``_PARAMS``; defaults from
+    ``config``'s ``max_new_tokens`` and ``temperature``): max_new_tokens, temperature, top_p, stop (a tuple), seed
+    (None when greedy). An unknown parameter is warned about once per name in ``warned``."""
+    for name in set(params) - set(_PARAMS) - warned:
+        log.warning("%s backbone ignores chat parameter %r (understood: %s)", backend, name, ", ".join(_PARAMS))
+        warned.add(name)
+    stop = params.get("stop") or ()
+    stop = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop)
+    max_new = params.get("max_new_tokens", params.get("max_tokens", config.max_new_tokens))
+    temperature = params.get("temperature", config.temperature)
+    return {"max_new_tokens": int(max_new), "temperature": float(temperature or 0.0), "top_p": params.get("top_p"),
+            "stop": stop, "seed": params.get("seed") if temperature else None}
+
+
+def keep_last(ids: list[int], limit: int) -> list[int]:
+    """``ids`` cut to their last ``limit`` tokens (a prompt longer than the context allows), with a warning."""
+    if len(ids) > limit:
+        log.warning("prompt of %d tokens exceeds %d; keeping its last %d tokens", len(ids), limit, limit)
+        ids = ids[-limit:]
+    return ids
 
 
 def _clean(messages: list[dict]) -> list[dict]:
