@@ -35,8 +35,9 @@ adapters, suite) and the YAML mapping given under the stage's key (``stage1: {sf
 records each step's inputs, outputs and wall time. Every stage's config (and the keys of ``baseline_options`` and
 ``eval_options``, and that each of ``compare_runs`` is a run on ``suite`` and ``eval_split``) is checked before the
 first step runs, so a typo in Stage III's mapping fails at once. A rerun
-skips a finished step whose inputs are unchanged (the stages themselves resume a killed training from its last
-checkpoint). Caveat: a step rerun with changed inputs
+skips a finished step whose inputs are unchanged, whose folder is still there and none of whose upstream steps
+(``after``: Stage II reads Stage I's adapter) ran after it; the stages themselves resume a killed training from its
+last checkpoint. Caveat: a step rerun with changed inputs
 into an existing stage folder is refused by that stage (ConfigDrift): choose a new --out.
 """
 from __future__ import annotations
@@ -375,22 +376,28 @@ class Step:
     stage: type | None = None
     wiring: Callable[[PipelineConfig, Path], dict] | None = None
     more: Callable[[PipelineConfig, Path], dict] | None = None
+    after: tuple[str, ...] = ()    # the steps whose outputs it reads: one of them run again reruns it
+    folder: bool = True            # it writes out/<name>/: a finished step whose folder is gone runs again
 
 
 _EVAL = ("suite", "executor", "eval_policies", "eval_split", "eval_limit", "eval_limits")
+_POLICIES = ("stage1", "stage2", "stage3")
 PIPELINE = (
     Step("baselines", ("suite", "executor", "seeds", "baseline_split", "baseline_limit", "baseline_options", "runs"),
-         _run_baselines),
-    Step("data1", ("runs", "banks", "data1", "allow_unisolated", "format"), _run_data1, Stage1DataConfig, _wire_data1),
-    Step("stage1", ("stage1", "threads"), _run_stage1, Stage1Config, _wire_stage1),
-    Step("data2", ("suite", "data2", "allow_unisolated", "format"), _run_data2, Stage2DataConfig, _wire_data2),
-    Step("stage2", ("stage2", "threads", "format"), _run_stage2, Stage2Config, _wire_stage2),
+         _run_baselines, folder=False),
+    Step("data1", ("runs", "banks", "data1", "allow_unisolated", "format"), _run_data1, Stage1DataConfig, _wire_data1,
+         after=("baselines",)),
+    Step("stage1", ("stage1", "threads"), _run_stage1, Stage1Config, _wire_stage1, after=("data1",)),
+    Step("data2", ("suite", "data2", "allow_unisolated", "format"), _run_data2, Stage2DataConfig, _wire_data2,
+         after=("data1",)),
+    Step("stage2", ("stage2", "threads", "format"), _run_stage2, Stage2Config, _wire_stage2,
+         after=("data2", "stage1")),
     Step("stage3", ("suite", "executor", "stage3", "threads", "data1", "format"), _run_stage3, Stage3Config,
-         _wire_stage3),
+         _wire_stage3, after=("stage1", "stage2")),
     Step("validity", (*_EVAL, "repair_rounds", "eval_max_new_tokens", "eval_smoke_steps", "format"), _run_validity,
-         more=_eval_inputs),
-    Step("streaming", (*_EVAL, "eval_options", "format"), _run_streaming, more=_eval_inputs),
-    Step("figures", ("compare_runs",), _run_figures),
+         more=_eval_inputs, after=_POLICIES),
+    Step("streaming", (*_EVAL, "eval_options", "format"), _run_streaming, more=_eval_inputs, after=_POLICIES),
+    Step("figures", ("compare_runs",), _run_figures, folder=False),
 )
 STEP_TABLE = {s.name: s for s in PIPELINE}
 STEPS = tuple(STEP_TABLE)
@@ -449,24 +456,38 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
     manifest["config"] = asdict(cfg)
     for name in [s for s in STEPS if s in steps]:
         before = manifest["steps"].get(name) or {}
-        if name != "figures" and before.get("status") == "done" and \
+        stale = _stale(manifest, out, name)
+        if name != "figures" and before.get("status") == "done" and not stale and \
                 before.get("fingerprint") == _fingerprint(cfg, out, name):      # figures: cheap, always redrawn
             if echo:
                 echo(f"{name}: done ({before['wall_s']} s), skipped")
             continue
         if echo:
-            echo(f"{name}: running")
+            echo(f"{name}: running" + (f" again: {stale}" if stale and before.get("status") == "done" else ""))
         start = time.perf_counter()
         manifest["steps"][name] = {"status": "running"}
         write_json(out / "pipeline.json", manifest)
         inputs, outputs = STEP_TABLE[name].run(cfg, out)
+        manifest["seq"] = manifest.get("seq", 0) + 1
         manifest["steps"][name] = {"status": "done", "fingerprint": _fingerprint(cfg, out, name), "inputs": inputs,
-                                   "outputs": outputs, "wall_s": round(time.perf_counter() - start, 2)}
+                                   "outputs": outputs, "wall_s": round(time.perf_counter() - start, 2),
+                                   "seq": manifest["seq"]}
         manifest["total_wall_s"] = round(sum(s.get("wall_s", 0) for s in manifest["steps"].values()), 2)
         write_json(out / "pipeline.json", manifest)
         if echo:
             echo(f"{name}: done in {manifest['steps'][name]['wall_s']} s")
     return manifest
+
+
+def _stale(manifest: dict, out: Path, name: str) -> str | None:
+    """Why step ``name``'s finished record no longer holds, or None: its folder is gone, or a step it reads from
+    finished after it (``seq``: the order steps finished in; a record from before ``seq`` counts as older)."""
+    step, steps = STEP_TABLE[name], manifest["steps"]
+    if step.folder and not (out / name).is_dir():
+        return f"{out / name} is missing"
+    own = (steps.get(name) or {}).get("seq", 0)
+    newer = [d for d in step.after if (steps.get(d) or {}).get("seq", 0) > own]
+    return f"{', '.join(newer)} ran after it" if newer else None
 
 
 def _fingerprint(cfg: PipelineConfig, out: Path, name: str) -> dict:

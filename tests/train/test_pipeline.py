@@ -55,6 +55,25 @@ def test_a_rerun_skips_finished_steps_and_a_changed_step_reruns(tmp_path):
     assert on_disk["steps"]["data1"]["inputs"]["max_pairs_per_task"] == 1
 
 
+def test_a_step_runs_again_when_its_folder_is_gone_or_a_step_it_reads_from_ran_after_it(tmp_path):
+    """Session 23: Stage I was rerun with a new config and the rerun skipped Stage II and III (their inputs, the
+    adapter's path, had not changed) though their folders had been moved aside."""
+    import shutil
+    lines, steps = [], ["baselines", "data1", "data2"]
+    cfg = PipelineConfig(**TOY)
+    run_steps(cfg, tmp_path, steps)
+    shutil.rmtree(tmp_path / "data1")
+    manifest = run_steps(cfg, tmp_path, steps, echo=lines.append)
+    done = {s: manifest["steps"][s]["wall_s"] for s in steps}
+    assert lines == [f"baselines: done ({done['baselines']} s), skipped",
+                     f"data1: running again: {tmp_path / 'data1'} is missing", f"data1: done in {done['data1']} s",
+                     "data2: running again: data1 ran after it", f"data2: done in {done['data2']} s"]
+    assert (tmp_path / "data1" / "sft.jsonl").is_file()
+    lines.clear()
+    run_steps(cfg, tmp_path, steps, echo=lines.append)
+    assert all(line.endswith("skipped") for line in lines), lines
+
+
 def test_the_baselines_run_their_seeds_on_the_train_split_and_stage1_data_takes_them(tmp_path):
     """Issue 30: teacher evidence comes from the train split (disjoint from the dev picks and the test evaluation):
     every baseline episode is a train task, the step records the split, and Stage I data keeps that evidence."""
