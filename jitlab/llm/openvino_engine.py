@@ -3,10 +3,11 @@
 Chat: an OpenVINO GenAI ``ContinuousBatchingPipeline`` driven by one worker thread. Callers hand it token ids; it
 adds them to the pipeline and runs ``step()`` while any request is unfinished, so requests of concurrent caller
 threads share every step and join or leave at any step (paged KV cache, prompt chunks and decoding tokens in one
-step, prefix caching across requests). Score: the same IR compiled a second time as a plain stateful model (its
-head cut to the last ``keep`` positions): the prompt is prefilled once, from the longest prefix kept of one of the
-last ``_KEEP`` scored prompts, then every candidate is one row of a single batched pass on top of it (``beam_idx``
-copies the prompt's keys/values into each row). One step or one scoring pass runs at a time (``lock``).
+step, prefix caching across requests). Score: the same IR compiled a second time as a stateless model whose
+keys/values are inputs and outputs (``scoring_model``: its head cut to the last ``keep`` positions): the prompt is
+prefilled once, on the keys/values of the longest prefix kept of one of the last ``_KEEP`` scored prompts, then every
+candidate is one row of a single batched pass on the prompt's keys/values (``beam_idx`` copies them into each row).
+One step or one scoring pass runs at a time (``lock``).
 Prompt rendering and reply cutting (stop strings, end tokens) are the hf engine's own methods.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from jitlab.errors import InfraError
 from jitlab.llm.hf import materialize_gguf
 from jitlab.llm.hf.engine import _Engine as _HFEngine
-from jitlab.llm.openvino_model import last_logits_model
+from jitlab.llm.openvino_model import scoring_model
 
 _KEEP = 8   # scored prompts whose keys/values are kept for the next score call's prefix
 
@@ -59,9 +60,11 @@ class _Engine:
         sched.cache_size, sched.max_num_seqs, sched.max_num_batched_tokens = kv_cache_gb, max_batch, step_tokens
         sched.enable_prefix_caching, sched.dynamic_split_fuse = prefix_reuse, True
         self.pipe = genai.ContinuousBatchingPipeline(str(folder), sched, "CPU", props)
-        self.scorer = ov.Core().compile_model(last_logits_model(folder / "openvino_model.xml"), "CPU", props)
+        self.scorer = ov.Core().compile_model(scoring_model(folder / "openvino_model.xml"), "CPU", props)
         self.score_request = self.scorer.create_infer_request()
-        self.kept: list[tuple[list[int], list]] = []      # scored prompts' keys/values, most recent last
+        self.no_past = {p.any_name: np.zeros((1, p.partial_shape[1].get_length(), 0, p.partial_shape[3].get_length()),
+                                             np.float32) for p in self.scorer.inputs if p.any_name.startswith("past.")}
+        self.kept: list[tuple[list[int], dict]] = []      # scored prompts' keys/values (past.<i>), most recent last
         self.genai, self.ov, self.np = genai, ov, np
         self.lock = threading.Lock()          # one pipeline step or one scoring pass at a time
         self.cv = threading.Condition()
@@ -128,18 +131,20 @@ class _Engine:
                 r.done.set()
             live = [r for r in live if r not in finished]
 
-    # -- score: a stateful pass over the prompt, then all candidates in one batch -------------------
+    # -- score: a pass over the prompt on a kept prefix's keys/values, then all candidates in one batch --------------
     def score(self, prompt: list[int], continuations: list[list[int]], info: dict) -> list[float]:
         np, n, length = self.np, len(continuations), max(len(c) for c in continuations)
         asked = time.monotonic()
         with self.lock:
             started = time.monotonic()
             req = self.score_request
-            reused = self._restore(prompt)
-            head = req.infer({"input_ids": np.array([prompt[reused:]]), "attention_mask": np.ones((1, len(prompt)), np.int64),
-                              "position_ids": np.arange(reused, len(prompt))[None], "beam_idx": np.zeros(1, np.int32),
-                              "keep": np.array([1])})["logits"][0, -1]
-            self._keep(prompt)
+            reused, past = self._prefix(prompt)
+            out = req.infer({"input_ids": np.array([prompt[reused:]]), "attention_mask": np.ones((1, len(prompt)), np.int64),
+                             "position_ids": np.arange(reused, len(prompt))[None], "beam_idx": np.zeros(1, np.int32),
+                             "keep": np.array([1]), **past}, share_inputs=True)   # outputs copied: kept below
+            head = out["logits"][0, -1]
+            present = {name: out["present." + name[5:]] for name in self.no_past}
+            self.kept = [k for k in self.kept if k[0] != prompt][-(_KEEP - 1):] + [(list(prompt), present)]
             ids = np.zeros((n, length), np.int64)
             mask = np.zeros((n, len(prompt) + length), np.int64)
             mask[:, :len(prompt)] = 1
@@ -149,8 +154,8 @@ class _Engine:
             if length > 1:   # candidates' tokens after the first, all rows in one pass on the prompt's keys/values
                 tail = req.infer({"input_ids": ids, "attention_mask": mask, "beam_idx": np.zeros(n, np.int32),
                                   "position_ids": np.tile(np.arange(len(prompt), len(prompt) + length), (n, 1)),
-                                  "keep": np.array([length])})["logits"]
-            req.reset_state()
+                                  "keep": np.array([length]), **present},
+                                 share_inputs=True, share_outputs=True)["logits"].copy()
             info.update(queue_s=started - asked, compute_s=time.monotonic() - started, reused=reused)
         first = _log_softmax(np, head)
         scores = []
@@ -162,23 +167,17 @@ class _Engine:
             scores.append(total)
         return scores
 
-    def _restore(self, prompt: list[int]) -> int:
-        """Load the longest kept prefix of ``prompt`` (at most all but its last token) into the scoring state."""
-        self.score_request.reset_state()
+    def _prefix(self, prompt: list[int]) -> tuple[int, dict]:
+        """The longest kept prefix of ``prompt`` (at most all but its last token): its length and keys/values."""
         best, entry = 0, None
         for kept in self.kept:
             ids = kept[0]
             n = next((i for i, (a, b) in enumerate(zip(ids, prompt[:-1])) if a != b), min(len(ids), len(prompt) - 1))
             if n > best:
                 best, entry = n, kept
-        if entry is not None:
-            for state, saved in zip(self.score_request.query_state(), entry[1]):
-                state.state = self.ov.Tensor(self.np.ascontiguousarray(saved[:, :, :best]))
-        return best
-
-    def _keep(self, prompt: list[int]) -> None:
-        saved = [self.np.array(state.state.data) for state in self.score_request.query_state()]   # float32 copies
-        self.kept = [k for k in self.kept if k[0] != prompt][-(_KEEP - 1):] + [(list(prompt), saved)]
+        if entry is None:
+            return 0, self.no_past
+        return best, {name: self.np.ascontiguousarray(saved[:, :, :best]) for name, saved in entry[1].items()}
 
 
 def _log_softmax(np, logits):

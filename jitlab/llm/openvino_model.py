@@ -8,9 +8,12 @@ weights rounded to float16, near-exact; ``q8_0``: re-quantized to 8 bits in bloc
 does); the other tensors (norms, the Q8_0 embedding) are copied. OpenVINO GenAI's own GGUF reader then builds the
 model and saves it as OpenVINO IR with its tokenizer. The packaged file is not given to GenAI directly: its reader
 turns Q4_1's float offsets into 4-bit zero points, which moved SmolLM2's likelihood choices on 6-8 of 24 recorded
-score calls (benchmarks/README.md). ``last_logits_model`` is the IR with the language-model head cut to the last
-``keep`` positions (an extra input), which ``score`` uses so a prompt pass computes one row of logits, not one per
-token.
+score calls (benchmarks/README.md). ``scoring_model`` is the IR that ``score`` runs: the language-model head cut to
+the last ``keep`` positions (an extra input; ``last_logits_model``), so a prompt pass computes one row of logits, not
+one per token, and made stateless (``past.<i>`` inputs, ``present.<i>`` outputs for the keys/values): on a stateful
+model OpenVINO's CPU plugin attends every new token with its one-token kernel once there is a past (SDPA's
+``use_one_token``: ``L1 == 1 || (fuse_concat && L0 > 0)``), about twice the time of a fresh pass per token on top of a
+300-token prefix, while the stateless model's multi-token kernel takes the past like any other keys.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from pathlib import Path
 from jitlab.errors import ConfigError
 from jitlab.paths import data_dir
 
-__all__ = ["WEIGHTS", "last_logits_model", "model_folder"]
+__all__ = ["WEIGHTS", "last_logits_model", "model_folder", "scoring_model"]
 
 WEIGHTS = ("f16", "q8_0")   # what the Q4_1 tensors become; the first is the default
 _LOCK = threading.Lock()
@@ -99,3 +102,41 @@ def last_logits_model(xml: Path):
     model.add_parameters([keep])
     model.validate_nodes_and_infer_types()
     return model
+
+
+def scoring_model(xml: Path):
+    """``last_logits_model(xml)`` without state: each variable's ReadValue becomes an input ``past.<i>`` (float32,
+    [batch, kv heads, past tokens, head size]; ``beam_idx`` still picks each row's past) and its Assign an output
+    ``present.<i>`` (the past plus this pass's tokens)."""
+    import numpy as np
+    import openvino.opset13 as ops
+    model = last_logits_model(xml)
+    reads = {op.get_variable_id(): op for op in model.get_ordered_ops() if op.get_type_name() == "ReadValue"}
+    for i, assign in enumerate(model.get_sinks()):
+        read = reads[assign.get_variable_id()]
+        past = ops.parameter(read.get_output_partial_shape(0), read.get_output_element_type(0), name=f"past.{i}")
+        past.output(0).get_tensor().set_names({f"past.{i}"})
+        read.output(0).replace(past.output(0))
+        present = ops.result(assign.input_value(0))
+        present.output(0).get_tensor().set_names({f"present.{i}"})
+        model.add_parameters([past])
+        model.add_results([present])
+        model.remove_sink(assign)
+    for variable in list(model.get_variables()):
+        model.remove_variable(variable)
+    # GenAI's IR repeats the keys/values for grouped-query attention with a Broadcast to a target whose token count is
+    # a constant 0 (the stateful SDPA fusion swallows it); unfused it must follow the input: a 1, broadcast both ways
+    for op in model.get_ordered_ops():
+        target = op.input_value(1).get_node() if op.get_type_name() == "Broadcast" else None
+        if target is not None and target.get_type_name() == "Concat" and any(_is_zero(d) for d in target.input_values()):
+            dims = [ops.constant(np.array([1], np.int64)).output(0) if _is_zero(d) else d
+                    for d in target.input_values()]
+            repeated = ops.broadcast(op.input_value(0), ops.concat(dims, 0), broadcast_spec="BIDIRECTIONAL")
+            op.output(0).replace(repeated.output(0))
+    model.validate_nodes_and_infer_types()
+    return model
+
+
+def _is_zero(value) -> bool:
+    node = value.get_node()
+    return node.get_type_name() == "Constant" and list(node.get_data()) == [0]

@@ -1,4 +1,4 @@
-"""openvino backend: the embedded model's weights as OpenVINO IR, continuous batching for chat, a stateful pass for score.
+"""openvino backend: the embedded model's weights as OpenVINO IR, continuous batching for chat, a stateless pass for score.
 
 Tests that need openvino-genai are skipped when it is not installed (an optional extra: make openvino). One engine
 serves the module's tests (its model folder is written once to the shared test data dir, about 10 s); replies are a
@@ -107,3 +107,23 @@ def test_a_kept_prompt_prefix_scores_as_a_fresh_pass():
     fresh = llm.score(longer, candidates)
     assert llm.last_score_timing()["reused"] == 0
     assert reused == pytest.approx(fresh, rel=1e-4)
+
+
+@needs_openvino
+def test_the_scorer_is_stateless_and_a_kept_prefix_in_bf16_scores_as_a_fresh_pass(smol):
+    engine = smol.engine
+    names = {p.any_name for p in engine.scorer.inputs}
+    assert {"past.0", "keep", "beam_idx"} <= names and not engine.score_request.query_state()
+    assert {o.any_name for o in engine.scorer.outputs} >= {"logits", "present.0"}
+    longer = [*QUESTION, {"role": "assistant", "content": "The capital"}]
+    candidates = [" of France is Paris.", " is Rome", "!"]
+    engine.kept.clear()
+    smol.score(QUESTION, ["Paris"])
+    kept = engine.kept[-1]
+    assert kept[0] == engine.prompt_ids(QUESTION) and kept[1]["past.0"].shape[2] == len(kept[0])
+    reused = smol.score(longer, candidates)
+    assert smol.last_score_timing()["reused"] == len(kept[0])
+    engine.kept.clear()
+    fresh = smol.score(longer, candidates)
+    assert smol.last_score_timing()["reused"] == 0
+    assert reused == pytest.approx(fresh, rel=1e-5)   # bfloat16 too: the past takes the same kernel as new tokens
