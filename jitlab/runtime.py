@@ -195,20 +195,16 @@ class LLMHandle:
             counted = {k: timing[k] for k in ("prompt_tokens", "reused", "compute_s") if k in timing}
             self.cache.put(key, {"scores": scores, "timing": counted} if "prompt_tokens" in counted else scores,
                            kind="score")
-        if self.on_call:
-            counted = "prompt_tokens" in timing
-            tokens = int(timing["prompt_tokens"]) if counted else \
-                sum(len(c.split()) for c in candidates) + sum(len(m["content"].split()) for m in messages)
-            price = getattr(self.backbone, "price", None)  # priced like any prompt tokens of this backbone
-            self._account(Completion(text="", prompt_tokens=tokens, cost=price.cost(tokens, 0) if price else 0.0,
-                                     cached=cached is not None, latency_s=0.0 if cached is not None else latency,
-                                     queue_s=0.0 if cached is not None else timing.get("queue_s", 0.0),
-                                     compute_s=timing.get("compute_s"),
-                                     reused_tokens=int(timing.get("reused", 0)) if counted else None),
-                          key, messages, {"score": len(candidates)}, kind="score")
-        elif cached is None:
-            with self._lock:
-                self.queue_s += timing.get("queue_s", 0.0)
+        counted = "prompt_tokens" in timing
+        tokens = int(timing["prompt_tokens"]) if counted else \
+            sum(len(c.split()) for c in candidates) + sum(len(m["content"].split()) for m in messages)
+        price = getattr(self.backbone, "price", None)  # priced like any prompt tokens of this backbone
+        self._account(Completion(text="", prompt_tokens=tokens, cost=price.cost(tokens, 0) if price else 0.0,
+                                 cached=cached is not None, latency_s=0.0 if cached is not None else latency,
+                                 queue_s=0.0 if cached is not None else timing.get("queue_s", 0.0),
+                                 compute_s=timing.get("compute_s"),
+                                 reused_tokens=int(timing.get("reused", 0)) if counted else None),
+                      key, messages, {"score": len(candidates)}, kind="score")
         return scores
 
     def _account(self, completion: Completion, key: str, messages, params, kind: str = "chat") -> None:

@@ -194,6 +194,11 @@ def test_score_calls_are_counted_and_priced():
     assert llm.score([{"role": "user", "content": "pick one of these"}], ["go east", "eat"]) == [-7.0, -3.0]
     assert calls[0]["kind"] == "score" and calls[0]["prompt_tokens"] == 7 and calls[0]["completion_tokens"] == 0
     assert calls[0]["cost"] == pytest.approx(7 * 2.0 / 1e6) == llm.cost
+    # without a call log (Stage III's evaluations, the validity checks) a score call counts all the same: Stage III's
+    # latency and cost channels read these counters (session 23: its likelihood candidates showed 0 calls, 0 tokens)
+    bare = LLMHandle(Scorer())
+    bare.score([{"role": "user", "content": "pick one of these"}], ["go east", "eat"])
+    assert (bare.calls, bare.tokens, bare.cost) == (1, 7, pytest.approx(7 * 2.0 / 1e6))
 
 
 def test_score_calls_count_the_backbones_tokens_and_a_replay_keeps_them(tmp_path):
