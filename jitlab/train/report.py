@@ -25,8 +25,8 @@ from jitlab.viz.figures import write_table
 from jitlab.viz.runs import register_figure, save_figure
 
 __all__ = ["CLOSING_COLUMNS", "PAIRED_COLUMNS", "candidate_channels", "closing_table", "eval_table", "example_lengths",
-           "fig_curves", "paired_table", "phases_table", "pipeline_figures", "read_records", "repair_table",
-           "training_scalars"]
+           "fig_curves", "pair_rewards", "paired_table", "phases_table", "pipeline_figures", "read_records",
+           "repair_by_op", "repair_table", "training_scalars"]
 
 EVAL_COLUMNS = ["policy", "generator", "n_episodes", "success_rate", "tokens_per_task", "gen_tokens_per_task",
                 "repair_tokens_per_task", "exec_tokens_per_task", "first_try_valid_rate", "repair_success_rate"]
@@ -64,6 +64,25 @@ def example_lengths(sft, pairs=None):
     return pd.DataFrame(rows, columns=["kind", "task_id", "prompt_chars", "completion_chars"])
 
 
+def pair_rewards(pairs):
+    """Stage I's preference pairs (pairs.jsonl as a DataFrame), one row per rule then ``all``: how many pairs, how
+    many whose rewards differ (the rest differ in cost or tokens only), and the reward spread: the chosen minus
+    rejected reward gap (min, mean, max) and the lowest and highest reward of the pairs' plans."""
+    import pandas as pd
+    cols = ["rule", "pairs", "reward_differs", "gap_min", "gap_mean", "gap_max", "reward_min", "reward_max"]
+    if pairs is None or pairs.empty:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame({"rule": pairs["rule"], "chosen": [m["reward"] for m in pairs["chosen_metrics"]],
+                       "rejected": [m["reward"] for m in pairs["rejected_metrics"]]})
+    df["gap"] = df["chosen"] - df["rejected"]
+    rows = [{"rule": rule, "pairs": len(g), "reward_differs": int((g["gap"].abs() > 1e-9).sum()),
+             "gap_min": g["gap"].min(), "gap_mean": g["gap"].mean(), "gap_max": g["gap"].max(),
+             "reward_min": min(g["chosen"].min(), g["rejected"].min()),
+             "reward_max": max(g["chosen"].max(), g["rejected"].max())}
+            for rule, g in [*df.groupby("rule", sort=True), ("all", df)]]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def phases_table(run_dir: str | Path):
     """One row per phase of a stage run from its manifest.json: steps, examples, first and last loss, wall time."""
     import pandas as pd
@@ -86,6 +105,22 @@ def repair_table(folders: dict):
                   "rate": c["repaired"] / c["n"] if c["n"] else None, "backbone": s["backbone"]}
                  for kind, c in sorted(s["by_kind"].items())]
     return pd.DataFrame(rows, columns=["policy", "kind", "n", "repaired", "rate", "backbone"])
+
+
+def repair_by_op(folders: dict, data: str | Path):
+    """``{label: evaluate_repair folder}`` and the Stage II data folder -> one row per label and fault operator of the
+    held-out faults (each folder's heldout.jsonl): n, repaired, rate, and ``seen``: whether Stage II trained on that
+    operator (it has ``train`` examples in data/repairs.jsonl; unseen: an operator held out, ``heldout_ops``)."""
+    import pandas as pd
+    repairs = read_records(Path(data) / "repairs.jsonl")
+    trained = set(repairs.loc[repairs["split"] == "train", "op"]) if not repairs.empty else set()
+    rows = []
+    for label, folder in folders.items():
+        faults = read_records(Path(folder) / "heldout.jsonl")
+        for op, g in (faults.groupby("op", sort=True) if not faults.empty else []):
+            rows.append({"policy": label, "op": op, "seen": op in trained, "n": len(g),
+                         "repaired": int(g["ok"].sum()), "rate": float(g["ok"].mean())})
+    return pd.DataFrame(rows, columns=["policy", "op", "seen", "n", "repaired", "rate"])
 
 
 def training_scalars(run_dir: str | Path, tags=None):

@@ -32,12 +32,13 @@ def _json(path: Path) -> dict:
 
 def test_batch_accepts_the_training_notebooks_parameters():
     pytest.importorskip("papermill")
-    from jitlab.batch import check_parameters
+    from jitlab.batch import check_parameters, load_grid
     from jitlab.errors import ConfigError
     for name in NOTEBOOKS:
         path = REPO / "notebooks" / name
         check_parameters(path, [{"smoke": True, "out_root": "x", "suite": "toy", "threads": 1}],
                          {"max_cost": 0.5, "max_tokens_total": 1000})
+        check_parameters(path, load_grid(REPO / "notebooks" / "grids" / "train_pipeline.yaml"))   # the pipeline's run
         with pytest.raises(ConfigError, match="not in the parameters cell"):
             check_parameters(path, [{"smoke": True, "no_such_parameter": 1}])
 
@@ -59,7 +60,16 @@ def test_02_stage1_smoke(tmp_path):
     assert all(steps[s]["status"] == "done" for s in ("baselines", "data1", "stage1", "validity"))
     html = "\n".join(_outputs(nb, "text/html"))
     assert "first_try_valid_rate" in html and "parse_rate" in html           # the before/after table
+    assert "reward_differs" in html                                          # the DPO pairs' rewards
     assert len(_outputs(nb, "application/vnd.holoviews_exec.v0+json")) >= 3  # teacher plans, loss curves, bars
+    # the same run shown from its pipeline config (the config it recorded, as YAML): every step is skipped
+    import yaml
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(_json(out / "pipeline.json")["config"]))
+    again = _execute("02_stage1_customization.ipynb", tmp_path, pipeline_config=str(tmp_path / "pipeline.yaml"),
+                     out_root=str(out))
+    printed = "".join(o.get("text", "") for c in again.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "running" not in printed and all(f"{s}: done" in printed for s in ("baselines", "data1", "stage1", "validity"))
+    assert _json(out / "pipeline.json")["steps"] == steps
 
 
 @pytest.mark.slow
@@ -73,7 +83,7 @@ def test_03_stage2_smoke(tmp_path):
     assert after["n"] == before["n"] == 1 and after["rounds"] == before["rounds"] == 1
     assert before["backbone"] == "embedded" and after["backbone"] == f"hf:{out / 'stage2' / 'adapter'}"
     html = "\n".join(_outputs(nb, "text/html"))
-    assert "before" in html and "after" in html
+    assert "before" in html and "after" in html and "seen" in html       # before/after, by fault operator
     assert len(_outputs(nb, "application/vnd.holoviews_exec.v0+json")) >= 3  # operators, loss curve, repair bars
 
 
@@ -87,5 +97,7 @@ def test_04_stage3_smoke(tmp_path):
     assert len(rows) == 2
     assert sorted(p.name for p in (out / "validity").iterdir()) == ["base", "stage3"]
     html = "\n".join(_outputs(nb, "text/html"))
-    assert "task_delta" in html and "first_try_valid_rate" in html
+    assert "task_delta" in html and "first_try_valid_rate" in html and "nonzero_share" in html
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "No closing table: the pipeline's streaming step is not done" in printed
     assert len(_outputs(nb, "application/vnd.holoviews_exec.v0+json")) >= 2  # channels per step, before/after bars

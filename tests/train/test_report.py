@@ -14,7 +14,9 @@ from jitlab.train.report import (
     closing_table,
     eval_table,
     fig_curves,
+    pair_rewards,
     paired_table,
+    repair_by_op,
     repair_table,
     training_scalars,
 )
@@ -59,6 +61,27 @@ def test_tables_from_summaries_and_channels(tmp_path):
     (tmp_path / "completions.jsonl").write_text(json.dumps(row) + "\n")
     ch = candidate_channels(tmp_path)
     assert ch.loc[0, "latency_gain"] is None and ch.loc[0, "valid"] and not ch.loc[0, "entered_frontier"]
+
+
+def test_pair_rewards_and_repair_by_op(tmp_path):
+    pairs = pd.DataFrame([{"rule": "dominates", "chosen_metrics": {"reward": c}, "rejected_metrics": {"reward": r}}
+                          for c, r in ((1.0, 0.0), (0.5, 0.5), (1.0, 0.25))])
+    table = pair_rewards(pairs).set_index("rule")
+    assert list(table.index) == ["dominates", "all"]
+    assert table.loc["all", "pairs"] == 3 and table.loc["all", "reward_differs"] == 2
+    assert (table.loc["all", "gap_min"], table.loc["all", "gap_max"]) == (0.0, 1.0)
+    assert (table.loc["all", "reward_min"], table.loc["all", "reward_max"]) == (0.0, 1.0)
+    assert pair_rewards(pd.DataFrame()).empty
+    (tmp_path / "data2").mkdir()
+    (tmp_path / "data2" / "repairs.jsonl").write_text("".join(json.dumps({"op": op, "split": split}) + "\n" for op, split in
+                                                          (("unknown_param", "train"), ("param_type", "heldout"))))
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "heldout.jsonl").write_text("".join(json.dumps({"op": op, "ok": ok}) + "\n" for op, ok in
+                                                        (("param_type", False), ("param_type", True),
+                                                         ("unknown_param", True))))
+    rows = repair_by_op({"after": tmp_path / "eval"}, tmp_path / "data2")
+    assert rows[["op", "seen", "n", "repaired", "rate"]].values.tolist() == [["param_type", False, 2, 1, 0.5],
+                                                                             ["unknown_param", True, 1, 1, 1.0]]
 
 
 def _stream(folder, outcomes, tokens, config=None):
