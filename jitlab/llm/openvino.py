@@ -12,10 +12,10 @@ float32 (slower, closer to the hf reference; recorded in the id as ``+f32``).
 
 Engine (jitlab/llm/openvino_engine.py): in the caller's process, one per model and options; continuous batching
 across caller threads with prefix caching for chat, a pass per prompt (on a kept prompt prefix's keys/values) plus
-one batched pass over the candidates for score. Semantics follow hf: the same chat-template rendering and tokens, greedy by default, a reply
-ends at an end token, ``max_new_tokens`` or a ``stop`` string (cut from the text; the token that completed it
-counted); ``score`` sums the log-likelihood of each candidate's tokens plus the end token. ``temperature > 0``
-samples with the request's own seed.
+one batched pass over the candidates for score. Semantics follow hf: the same chat-template rendering and tokens,
+greedy by default, a reply ends at an end token, ``max_new_tokens`` or a ``stop`` string (cut from the text; the
+token that completed it counted); ``score`` sums the log-likelihood of each candidate's tokens plus the end token.
+``temperature > 0`` samples with the request's own seed.
 
 Accounting: ``queue_s`` is the wait before the request joined the pipeline; ``compute_s`` runs from then to its
 last token (shared steps charged to every request in them, as in hf and llamacpp). ``reused_tokens`` of a chat call
