@@ -43,6 +43,7 @@ into an existing stage folder is refused by that stage (ConfigDrift): choose a n
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -52,6 +53,7 @@ from jitlab.errors import ConfigError
 from jitlab.experiments import run_grid, seed_harnesses
 from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields, check_number
 from jitlab.jit.inference import JITConfig, run_jit
+from jitlab.paths import repo_root
 from jitlab.run_options import Isolation
 from jitlab.runner import RunConfig
 from jitlab.train.config import (
@@ -75,7 +77,8 @@ from jitlab.train.stage3 import run_stage3
 
 __all__ = ["PIPELINE", "POLICIES", "STEPS", "PipelineConfig", "Step", "check_stages", "code_references",
            "eval_limit_of", "evaluate_policies", "k_references",
-           "policy_backbones", "read_manifest", "repair_before", "run_pipeline", "run_steps", "stage_overrides"]
+           "pipeline_run", "policy_backbones", "read_manifest", "repair_before", "run_pipeline", "run_steps",
+           "stage_overrides"]
 
 POLICIES = ("base", "stage1", "stage2", "stage3")
 
@@ -381,7 +384,7 @@ class Step:
 
 
 _EVAL = ("suite", "executor", "eval_policies", "eval_split", "eval_limit", "eval_limits")
-_POLICIES = ("stage1", "stage2", "stage3")
+_POLICIES = POLICIES[1:]   # the trained ones: their adapters are what the evaluations read
 PIPELINE = (
     Step("baselines", ("suite", "executor", "seeds", "baseline_split", "baseline_limit", "baseline_options", "runs"),
          _run_baselines, folder=False),
@@ -495,6 +498,17 @@ def _fingerprint(cfg: PipelineConfig, out: Path, name: str) -> dict:
     step, c = STEP_TABLE[name], asdict(cfg)
     fp = {k: c[k] for k in step.reads} | (step.more(cfg, out) if step.more else {})
     return json.loads(json.dumps(fp, default=str))
+
+
+def pipeline_run(config: str | Path, out: str | Path) -> tuple[PipelineConfig, Path]:
+    """A pipeline run as `jitlab train pipeline --config C --out D` made it from the repository root: its config and
+    its folder as that command named it (relative when inside the checkout), so ``run_steps`` finds the finished
+    steps' records unchanged and skips them. Changes the working directory to the repository root (the config's
+    ``compare_runs`` and the records' paths are relative to it); the notebooks 02-04 call it."""
+    out = Path(out).absolute()
+    os.chdir(repo_root())
+    rel = os.path.relpath(out)
+    return load_config(PipelineConfig, config), out if rel.startswith("..") else Path(rel)
 
 
 def stage_overrides(path: str | Path | None = None, **values) -> dict:

@@ -74,6 +74,16 @@ def test_a_step_runs_again_when_its_folder_is_gone_or_a_step_it_reads_from_ran_a
     assert all(line.endswith("skipped") for line in lines), lines
 
 
+def test_pipeline_run_names_the_folder_as_the_command_did_from_the_repository_root(tmp_path, monkeypatch):
+    """Notebooks 02-04 open a pipeline's run through it: the config from its YAML, the folder relative when inside
+    the checkout (the records hold the paths `jitlab train pipeline --out runs/pipeline/<suite>` wrote)."""
+    from jitlab.train.pipeline import pipeline_run
+    monkeypatch.chdir(tmp_path)
+    cfg, out = pipeline_run(CONFIG_DIR / "pipeline.yaml", REPO / "runs" / "pipeline" / "textworld")
+    assert Path.cwd() == REPO and out == Path("runs/pipeline/textworld") and cfg.suite == "textworld"
+    assert pipeline_run(CONFIG_DIR / "pipeline.yaml", tmp_path / "elsewhere")[1] == tmp_path / "elsewhere"
+
+
 def test_the_baselines_run_their_seeds_on_the_train_split_and_stage1_data_takes_them(tmp_path):
     """Issue 30: teacher evidence comes from the train split (disjoint from the dev picks and the test evaluation):
     every baseline episode is a train task, the step records the split, and Stage I data keeps that evidence."""
