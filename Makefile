@@ -12,7 +12,7 @@ STAMP := $(VENV)/.jitlab-setup
 APT_PACKAGES := bubblewrap libseccomp2 chromium chromium-driver openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow bench lab gemma llamacpp openvino docs-notebooks pipeline pipeline-code pipeline-smoke clean-venv
+.PHONY: setup demo test test-slow bench lab gemma llamacpp docs-notebooks pipeline pipeline-code pipeline-smoke clean-venv
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -30,10 +30,10 @@ $(STAMP): pyproject.toml Makefile
 # the thesis on the first 3 TextWorld test tasks (the split's stratified order, not picked for their outcome):
 # ReAct and the streaming JIT side by side (one core each), then the paired comparison and the figures
 demo: setup
-	$(BIN)/jitlab run --suite textworld --split test --harness react --backbone embedded --limit 3 --concurrency 3 \
+	$(BIN)/jitlab run --suite textworld --split test --harness react --limit 3 --concurrency 3 \
 	  --quiet --out runs/demo/react & react=$$!; \
 	 $(BIN)/jitlab jit --suite textworld --split test --limit 3 --mode streaming --generator compose \
-	  --backbone embedded --quiet --out runs/demo/jit; jit=$$?; wait $$react && [ $$jit = 0 ]
+	  --quiet --out runs/demo/jit; jit=$$?; wait $$react && [ $$jit = 0 ]
 	$(BIN)/jitlab compare runs/demo/react runs/demo/jit
 	$(BIN)/jitlab figures --runs runs/demo/react runs/demo/jit --out runs/demo/figures
 	@echo "figure: runs/demo/figures/fig4_pareto_textworld.png (all: runs/demo/figures/README.md); the stream in a browser: $(BIN)/jitlab dash runs/demo/jit"
@@ -72,11 +72,6 @@ llamacpp: setup
 	 echo "CMAKE_ARGS=$$args"; CMAKE_ARGS="$$args" $(BIN)/python -m pip install -q --no-cache-dir --no-deps \
 	   llama-cpp-python==0.3.36 diskcache
 	$(BIN)/python -c "import llama_cpp; print('llama.cpp', llama_cpp.__version__)"
-
-# the optional OpenVINO engine (openvino: backbones; wheels, no build), its model folder written on first use
-openvino: setup
-	$(BIN)/python -m pip install -q -e ".[openvino]"
-	$(BIN)/python -c "import openvino_genai; print('openvino-genai', openvino_genai.__version__)"
 
 gemma: setup
 	$(BIN)/python -m pip install -q -e ".[gemma]"

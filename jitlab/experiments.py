@@ -43,6 +43,7 @@ from jitlab.cluster import check_executor, ray_map
 from jitlab.fields import check_number
 from jitlab.harness import describe_files, seed_bank_dir, seed_names
 from jitlab.jit.inference import JITConfig, run_jit
+from jitlab.llm.base import DEFAULT_BACKBONE
 from jitlab.paths import repo_root
 from jitlab.progress import group
 from jitlab.run_options import CAP_NAMES, SPEND_ROOT_ENV, shared_spend
@@ -239,7 +240,7 @@ JIT_SUMMARY_COLUMNS = ["suite", "mode", "generator", "backbone", "run_dir", "n_e
                        "distinct_harnesses"]
 
 
-def run_jit_modes(suite: str, generator: str = "compose", backbone: str = "embedded", limit: int | None = 20,
+def run_jit_modes(suite: str, generator: str = "compose", backbone: str = DEFAULT_BACKBONE, limit: int | None = 20,
                   n_candidates: int | None = None, out_root: str | Path = "runs/jit", modes=("static", "streaming"),
                   quiet: bool = True, concurrency: int = 1, **jit_options) -> dict:
     """Run JIT inference (jitlab.jit.inference) in each of ``modes`` on the first ``limit`` tasks of a suite.

@@ -1,11 +1,11 @@
 """Run a harness on a slice of a suite and record everything (resumable).
 
-    jitlab run --suite textworld --harness react --backbone embedded --limit 5 --out runs/demo
+    jitlab run --suite textworld --harness react --limit 5 --out runs/demo      # backbone: llm.base.DEFAULT_BACKBONE
 
 or from Python: ``run(RunConfig(suite="textworld", harness="react", limit=5))``. Rerunning the
 same command resumes (finished episodes are skipped, infrastructure failures retried); a changed
 config is refused unless ``new_run=True``. Episodes run ``concurrency`` at a time in threads, so
-the hf backend can batch their backbone calls.
+a local backbone (openvino, hf) can batch their calls.
 
 Harness ``oracle`` uses the suite's privileged oracle (a sanity check, never a baseline).
 Trusted seed harnesses run in-process; any other harness folder runs in the sandbox
@@ -23,6 +23,7 @@ from jitlab.envs.base import checked_tasks, get_suite, make_env
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import REPEATS_MAX, check_fields
 from jitlab.harness import Harness, harness_sha, load_harness, read_files, resolve, seed_bank_dir
+from jitlab.llm.base import DEFAULT_BACKBONE
 from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import LazyBackbone
 from jitlab.llm.pricing import known_price
@@ -58,8 +59,9 @@ class RunConfig(EpisodeOptions, RunControls, Quiet, NewRun):
     suite: str = field(default="textworld", metadata={"help": "suite name (jitlab suites), or a mixed stream: "
                                                                 "mix:<a>+<b>[@shuffle seed] | mix:<spec.yaml>"})
     harness: str = field(default="react", metadata={"help": "seed name, 'oracle', or path of a harness folder"})
-    backbone: str = field(default="embedded", metadata={"help": "embedded | hf:<dir>[#f.gguf] | litellm:<model> | "
-                                                                "llamacpp:embedded|<f.gguf> | scripted:<name>"})
+    backbone: str = field(default=DEFAULT_BACKBONE, metadata={"help": "openvino:embedded | embedded (hf float32) | "
+                                                                      "hf:<dir>[#f.gguf] | litellm:<model> | "
+                                                                      "llamacpp:embedded|<f.gguf> | scripted:<name>"})
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, "
                                                                           "max_new_tokens, ...)"})
     split: str = field(default="dev", metadata={"help": "a split of the suite: dev, test, train, holdout (jitlab suites)"})

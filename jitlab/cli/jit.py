@@ -1,6 +1,6 @@
 """``jitlab jit``: just-in-time harness inference (jitlab.jit.inference), static or streaming.
 
-    jitlab jit --suite textworld --mode streaming --generator compose --backbone embedded --limit 20
+    jitlab jit --suite textworld --mode streaming --generator compose --limit 20
     jitlab jit --suite toy --mode static --generator code:embedded --n-candidates 4 --selector logprob
 
 ``add_jit_commands(subparsers)`` registers the command on the ``jitlab`` parser. Its options are generated from

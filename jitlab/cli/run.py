@@ -1,9 +1,9 @@
 """``jitlab run | show | export | suites | harnesses``: run a harness on a suite, read runs back, export them compactly
 (to commit under results/), list suites and seeds.
 
-    jitlab run --suite textworld --harness react --backbone embedded --limit 5
-    jitlab show runs/textworld-react-embedded
-    jitlab export runs/textworld-react-embedded --out results/tw-react/      # jitlab/export.py
+    jitlab run --suite textworld --harness react --limit 5      # the default backbone; --backbone embedded: hf float32
+    jitlab show runs/textworld-react-openvino_embedded
+    jitlab export runs/textworld-react-openvino_embedded --out results/tw-react/      # jitlab/export.py
     jitlab suites | jitlab harnesses
     jitlab harnesses show resum | jitlab harnesses export resum --out my_resum
 

@@ -46,7 +46,7 @@ from jitlab.envs.base import checked_tasks, get_suite
 from jitlab.errors import ConfigError
 from jitlab.fields import CANDIDATES_MAX, ROUNDS_MAX, STEPS_MAX, check_fields
 from jitlab.harness import read_files, resolve
-from jitlab.llm.base import check_options
+from jitlab.llm.base import DEFAULT_BACKBONE, check_options
 from jitlab.llm.cache import default_cache
 from jitlab.llm.lazy import BackbonePool
 from jitlab.run_options import EpisodeOptions, Quiet, RunControls, adjust, derive
@@ -62,7 +62,7 @@ __all__ = ["EngineerConfig", "delta", "evaluate_patch", "run_batch", "run_engine
 class EngineerConfig(EpisodeOptions, RunControls, Quiet):
     suite: str = field(default="toy", metadata={"help": "suite name (jitlab suites)"})
     harness: str = field(default="react", metadata={"help": "base harness: seed name or folder (never edited)"})
-    backbone: str = field(default="embedded", metadata={"help": "backbone the harness runs with"})
+    backbone: str = field(default=DEFAULT_BACKBONE, metadata={"help": "backbone the harness runs with"})
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options (api_base, ...); "
                                                                           "also given to an engineer backbone of the "
                                                                           "same kind"})

@@ -36,7 +36,7 @@ from jitlab.engineer.transfer import slug
 from jitlab.errors import ConfigError
 from jitlab.fields import CANDIDATES_MAX, check_fields
 from jitlab.harness import resolve
-from jitlab.llm.base import check_name
+from jitlab.llm.base import DEFAULT_BACKBONE, check_name
 from jitlab.llm.lazy import BackbonePool
 from jitlab.run_options import EpisodeOptions, Quiet, RunControls, adjust, derive
 from jitlab.store import summarize
@@ -59,7 +59,7 @@ class TableConfig(EpisodeOptions, RunControls, Quiet):
     engineers: str = field(default="rules,interventions,embedded", metadata={
         "help": "engineers, comma-separated: rules, interventions, or a backbone that writes patches (embedded: "
                 "untrained; hf:<dir>/adapter: trained)", "nonempty": True})
-    backbone: str = field(default="embedded", metadata={"help": "backbone the harnesses run with"})
+    backbone: str = field(default=DEFAULT_BACKBONE, metadata={"help": "backbone the harnesses run with"})
     batch: int = field(default=6, metadata={"help": "tasks in the batch (and in the disjoint batch)", "min": 1})
     offset: int = field(default=0, metadata={"help": "index of the batch's first dev task", "min": 0})
     k: int = field(default=4, metadata={"help": "patches proposed per engineer", "min": 1, **CANDIDATES_MAX})

@@ -32,7 +32,7 @@ from jitlab.engineer.loop import EngineerConfig, _tasks, delta, run_batch
 from jitlab.errors import ConfigError
 from jitlab.fields import check_fields
 from jitlab.harness import resolve
-from jitlab.llm.base import check_options, weights_of
+from jitlab.llm.base import DEFAULT_BACKBONE, check_options, weights_of
 from jitlab.llm.lazy import BackbonePool
 from jitlab.run_options import EpisodeOptions, Quiet, RunControls, adjust, derive
 from jitlab.stats import discordant, mcnemar_exact, wilson
@@ -46,9 +46,9 @@ METHODS = ("interventions", "rules")
 @adjust(defaults={"concurrency": 6})
 class TransferConfig(EpisodeOptions, RunControls, Quiet):
     suite: str = field(default="toy", metadata={"help": "suite name (jitlab suites)"})
-    learn_on: str = field(default="embedded", metadata={"help": "backbone(s) whose dev trajectories the overlay is "
-                                                                "learned from, comma-separated (matrix rows)",
-                                                        "nonempty": True})
+    learn_on: str = field(default=DEFAULT_BACKBONE, metadata={"help": "backbone(s) whose dev trajectories the overlay "
+                                                                      "is learned from, comma-separated (matrix rows)",
+                                                              "nonempty": True})
     apply_to: str = field(default="", metadata={"help": "backbones the overlays are applied to, comma-separated "
                                                         "(matrix columns; the learners are added as columns too)"})
     harness: str = field(default="react", metadata={"help": "base harness: seed name or folder (never edited)"})

@@ -18,7 +18,7 @@ from jitlab.fields import (
 )
 from jitlab.jit.generate.base import generator_backbone
 from jitlab.jit.generate.select import SELECTORS
-from jitlab.llm.base import check_name
+from jitlab.llm.base import DEFAULT_BACKBONE, check_name
 from jitlab.llm.pricing import known_price
 from jitlab.run_options import NOT_FINGERPRINTED, EpisodeOptions, NewRun, Quiet, RunControls, adjust
 
@@ -44,8 +44,8 @@ class JITConfig(EpisodeOptions, RunControls, Quiet, NewRun):
     mode: str = field(default="streaming", metadata={"help": "static (N candidates, pick one) or streaming "
                                                              "(retrieve, generate, run, update the bank)", "choices": MODES})
     generator: str = field(default="compose", metadata={"help": "compose | code:<backbone> | plan:<backbone>"})
-    backbone: str = field(default="embedded", metadata={"help": "backbone that runs the harness (and scores "
-                                                                "compose's options)"})
+    backbone: str = field(default=DEFAULT_BACKBONE, metadata={"help": "backbone that runs the harness (and scores "
+                                                                      "compose's options)"})
     backbone_options: dict = field(default_factory=dict, metadata={"help": "extra backend options of the backbones"})
     judge_backbone: str | None = field(default=None, metadata={"help": "backbone of the judge selector "
                                                                        "(default: --backbone)"})

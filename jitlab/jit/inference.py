@@ -1,6 +1,6 @@
 """Just-in-time harness inference: static (N candidates, pick one) and streaming (evolving bank).
 
-    jitlab jit --suite textworld --mode streaming --generator compose --backbone embedded --limit 20
+    jitlab jit --suite textworld --mode streaming --generator compose --limit 20
     jitlab jit --suite toy --mode static --generator code:embedded --n-candidates 4 --selector logprob
 
 or ``run_jit(JITConfig(...))``. Per task:

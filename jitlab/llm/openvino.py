@@ -1,5 +1,6 @@
-"""OpenVINO backbones (optional extra ``jitlab[openvino]``, ``make openvino``): ``openvino:embedded`` and
+"""OpenVINO backbones: ``openvino:embedded`` (the default backbone, llm.base.DEFAULT_BACKBONE) and
 ``openvino:embedded-q8_0``, SmolLM2-135M-Instruct on OpenVINO's CPU kernels with the hf backend's ``chat``/``score``.
+openvino-genai is a dependency of jitlab (pyproject.toml).
 
     llm = get_backbone("openvino:embedded")                 # id openvino:smollm2-135m-instruct
     llm.chat([{"role": "user", "content": "hi"}], max_new_tokens=32, stop=["\\n"])
@@ -45,7 +46,7 @@ from jitlab.protocol import Completion
 __all__ = ["EMBEDDED_ID", "INSTALL", "OpenVINOBackbone", "OpenVINOConfig"]
 
 EMBEDDED_ID = "openvino:smollm2-135m-instruct"
-INSTALL = 'pip install "jitlab[openvino]" (or make openvino)'
+INSTALL = "make setup (or pip install -e .)"
 
 
 @dataclass
@@ -82,9 +83,12 @@ def _resolve(spec: str) -> str:
 
 
 def check_spec(spec: str) -> None:
-    """ConfigError unless ``openvino:<spec>`` names a known model (llm.base.check_options, before a run writes)."""
+    """ConfigError unless ``openvino:<spec>`` names a known model and openvino-genai is installed
+    (llm.base.check_options, before a run writes)."""
     _resolve(spec)
     check_installed("embedded")
+    if find_spec("openvino_genai") is None:
+        raise ConfigError(f"openvino backbone: openvino-genai (a jitlab dependency) is not installed; run {INSTALL}")
 
 
 class OpenVINOBackbone:
@@ -96,8 +100,6 @@ class OpenVINOBackbone:
         self.id = (cfg.name or EMBEDDED_ID + ("" if weights == WEIGHTS[0] else f"-{weights}")) + \
             ("+f32" if cfg.precision == "f32" else "")
         self.price = find_price(resolve_pricing(cfg.pricing), self.id, hf.EMBEDDED_ID)   # the same model's price
-        if find_spec("openvino_genai") is None:
-            raise ConfigError(f"openvino backbone: openvino-genai is not installed; run {INSTALL}")
         key = (weights, cfg.precision, cfg.threads, cfg.pin_threads, cfg.max_batch, cfg.kv_cache_gb, cfg.step_tokens,
                cfg.prefix_reuse)
         with _ENGINES_LOCK:

@@ -1,21 +1,26 @@
-"""openvino backend: the embedded model's weights as OpenVINO IR, continuous batching for chat, a stateless pass for score.
+"""openvino backend (the default backbone): the embedded model's weights as OpenVINO IR, continuous batching for chat,
+a stateless pass for score.
 
-Tests that need openvino-genai are skipped when it is not installed (an optional extra: make openvino). One engine
-serves the module's tests (its model folder is written once to the shared test data dir, about 10 s); replies are a
-few tokens long.
+openvino-genai is a jitlab dependency, so nothing here is skipped. One engine serves the module's tests (its model
+folder is written once to the shared test data dir, about 10 s); replies are a few tokens long. Tests marked ``slow``
+load a second model (the hf float32 reference, or a float32 OpenVINO engine).
 """
 import threading
-from importlib.util import find_spec
 
 import pytest
 
+from jitlab.engineer.loop import EngineerConfig
+from jitlab.engineer.table import TableConfig
+from jitlab.engineer.transfer import TransferConfig
 from jitlab.errors import ConfigError, UnknownName
+from jitlab.jit.config import JITConfig
 from jitlab.llm import get_backbone, openvino
-from jitlab.llm.base import check_name, weights_of
+from jitlab.llm.base import DEFAULT_BACKBONE, check_name, check_options, weights_of
 from jitlab.llm.pricing import known_price
+from jitlab.runner import RunConfig
+from jitlab.train.config import Stage1Config, Stage3Config
+from jitlab.train.pipeline import PipelineConfig
 
-needs_openvino = pytest.mark.skipif(find_spec("openvino_genai") is None,
-                                    reason='openvino-genai not installed (pip install "jitlab[openvino]")')
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 OTHERS = [[{"role": "user", "content": text}] for text in
           ("Write a haiku about the sea.", "List three fruits and their colours.", "Describe a cat in two sentences.")]
@@ -35,10 +40,20 @@ def test_names_ids_and_prices_without_loading_anything():
         get_backbone("openvino:embedded", precision="f16")
 
 
-def test_missing_openvino_says_how_to_install(monkeypatch):
+def test_the_default_backbone_runs_harnesses_and_training_stays_on_embedded():
+    assert DEFAULT_BACKBONE == "openvino:embedded"
+    defaults = {RunConfig().backbone, JITConfig().backbone, EngineerConfig().backbone, TableConfig().backbone,
+                TransferConfig().learn_on}
+    assert defaults == {DEFAULT_BACKBONE}
+    check_options(DEFAULT_BACKBONE, {})   # a known name, its model package and openvino-genai installed; loads nothing
+    # the hf model trained, and the executors in resumable pipelines' fingerprints: still the hf reference
+    assert Stage1Config(data="d").base == Stage3Config(policy="p").executor == PipelineConfig().executor == "embedded"
+
+
+def test_missing_openvino_is_refused_before_a_run_writes(monkeypatch):
     monkeypatch.setattr(openvino, "find_spec", lambda name: None)
-    with pytest.raises(ConfigError, match=r'pip install "jitlab\[openvino\]"'):
-        get_backbone("openvino:embedded")
+    with pytest.raises(ConfigError, match=r"openvino-genai \(a jitlab dependency\) is not installed; run make setup"):
+        check_options("openvino:embedded", {})
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +61,6 @@ def smol():
     return get_backbone("openvino:embedded", max_batch=4)
 
 
-@needs_openvino
 def test_chat_accounting_max_tokens_and_stop_strings(smol):
     full = smol.chat(QUESTION, max_new_tokens=20)
     assert smol.id == "openvino:smollm2-135m-instruct"
@@ -61,7 +75,6 @@ def test_chat_accounting_max_tokens_and_stop_strings(smol):
     assert cut.text == full.text[:full.text.index(stop)] and cut.completion_tokens < full.completion_tokens
 
 
-@needs_openvino
 def test_concurrent_requests_share_steps(smol):
     steps = smol.engine.steps
     replies: list = [None] * 4
@@ -80,7 +93,7 @@ def test_concurrent_requests_share_steps(smol):
     assert smol.engine.steps - steps < sum(r.completion_tokens for r in replies)   # steps served several requests
 
 
-@needs_openvino
+@pytest.mark.slow
 def test_score_ranks_reuses_the_prompt_and_is_close_to_hf(smol):
     good, bad = "The capital of France is Paris.", "Bananas are purple sharks."
     scores = smol.score(QUESTION, [good, bad])
@@ -94,7 +107,7 @@ def test_score_ranks_reuses_the_prompt_and_is_close_to_hf(smol):
     assert scores == pytest.approx(reference, rel=0.05, abs=0.3)
 
 
-@needs_openvino
+@pytest.mark.slow
 def test_a_kept_prompt_prefix_scores_as_a_fresh_pass():
     llm = get_backbone("openvino:embedded", precision="f32")
     assert llm.id == "openvino:smollm2-135m-instruct+f32"
@@ -109,7 +122,6 @@ def test_a_kept_prompt_prefix_scores_as_a_fresh_pass():
     assert reused == pytest.approx(fresh, rel=1e-4)
 
 
-@needs_openvino
 def test_the_scorer_is_stateless_and_a_kept_prefix_in_bf16_scores_as_a_fresh_pass(smol):
     engine = smol.engine
     names = {p.any_name for p in engine.scorer.inputs}

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from jitlab.errors import ConfigError
 from jitlab.train.config import CONFIG_DIR, Stage1Config, load_config
@@ -28,10 +29,13 @@ def test_config_checks_and_shipped_configs():
     from jitlab.train.pipeline import _stage
     with pytest.raises(ConfigError, match="pipeline config, stage1: .*unknown key.*sft_stepz"):
         _stage(Stage1Config, {"sft_stepz": 2}, {"data": "d"}, "stage1")
-    for name in ("pipeline.yaml", "pipeline-babyai.yaml", "pipeline-dbbench.yaml", "pipeline-code.yaml",
-                 "pipeline-smoke.yaml"):
+    names = ("pipeline.yaml", "pipeline-babyai.yaml", "pipeline-dbbench.yaml", "pipeline-code.yaml", "pipeline-smoke.yaml")
+    assert sorted(names) == sorted(p.name for p in CONFIG_DIR.glob("pipeline*.yaml"))
+    for name in names:
         cfg = load_config(PipelineConfig, CONFIG_DIR / name)
         assert _stage(Stage1Config, cfg.stage1, {"data": "d"}, "stage1").sft_steps >= 1, name
+        # the executor is in the steps' fingerprints: named in the file, a moved code default reruns nothing
+        assert "executor" in yaml.safe_load((CONFIG_DIR / name).read_text()), name
 
 
 def test_a_rerun_skips_finished_steps_and_a_changed_step_reruns(tmp_path):
