@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 
 from jitlab.harnesskit import is_failure
-from jitlab.modules.grounding import GroundedPlanner, goal_words
+from jitlab.modules.grounding import GroundedPlanner, goal_text, goal_words
 from jitlab.protocol import Ctx, Directive, View
 
 __all__ = ["QUANTITY_WORDS", "QuantityPlanner", "goal_asks", "quantity", "solve", "split_command"]
@@ -133,8 +133,8 @@ class QuantityPlanner(GroundedPlanner):
             if event.kind == "action":
                 last = event.content
             elif event.kind in ("observation", "tool_result"):
-                self.candidates = list(event.data.get("candidates", []))
-                self._read_event(last, event.content)
+                self.goal = self.goal or goal_text(ctx.task.description, event.content)   # as the grounded planner does
+                self._read_event(last, event.content, list(event.data.get("candidates", [])))
                 last = ""
         directive = super().plan(view, ctx)
         asks = goal_asks(self.goal)
@@ -147,20 +147,20 @@ class QuantityPlanner(GroundedPlanner):
         text = "\n".join(t for t in (line, directive.text) if t)
         return Directive(text, {**directive.data, "prior": prior})
 
-    def _read_event(self, command: str, text: str) -> None:
-        """An observation and the command that led to it: the quantities its candidates name, what is placed, a
-        problem it states."""
-        candidates = self.candidates
+    def _read_event(self, command: str, text: str, candidates: list[str]) -> None:
+        """An observation, the command that led to it and its candidates: the quantities they name, what is placed (the
+        command judged among the candidates it was chosen from), a problem the text states."""
+        verb, obj, where = split_command(command)
+        if command and not is_failure(text):
+            if verb in _PUT and self._goal_container(where, self.candidates):
+                self.placed.add(obj)
+            elif verb in _TAKE:
+                self.placed.discard(obj)
+        self.candidates = candidates
         for c in candidates:
             verb, obj, _ = split_command(c)
             if verb in _TAKE | _PUT and quantity(obj):
                 self.known.setdefault(obj, quantity(obj))
-        verb, obj, where = split_command(command)
-        if command and not is_failure(text):
-            if verb in _PUT and self._goal_container(where, candidates):
-                self.placed.add(obj)
-            elif verb in _TAKE:
-                self.placed.discard(obj)
         solved = solve(text)
         if solved is not None:
             self.problem, self.solved = solved

@@ -60,6 +60,12 @@ def test_an_order_goal_favours_the_least_quantity_not_yet_in_the_container():
     assert prior["put 40g of salt in crate"] > prior.get("put 40g of salt in shelf", 0.0) + 2 > 0
     prior = _plan(SORT, steps + [("put 40g of salt in crate", "You put the 40g of salt in the crate.", after)]).data["prior"]
     assert prior["take 2kg of clay"] > 0 > prior["take 3kg of sand"] and prior["take 40g of salt"] < 0   # placed: stays
+    # put elsewhere, or taken out of the crate again: not placed, so still the next to go in
+    for back in (("put 40g of salt in shelf", "You put the 40g of salt on the shelf.", after),
+                 ("take 40g of salt", "You take the 40g of salt.", held)):
+        prior = _plan(SORT, steps + [("put 40g of salt in crate", "You put the 40g of salt in the crate.", after), back]
+                      if back[0].startswith("take") else steps + [back]).data["prior"]
+        assert prior.get("take 40g of salt", prior.get("put 40g of salt in crate")) > 0 > prior["take 2kg of clay"]
 
 
 def test_an_answer_goal_reads_the_problem_first_then_favours_the_object_with_the_answer():

@@ -487,6 +487,14 @@ def solve(text: str) -> tuple[str, float] | None:
     return max(found)[1:] if found else None
 
 
+# library: jitlab.modules.quantities._PUT
+_PUT = {"put", "insert", "place"}
+
+
+# library: jitlab.modules.quantities._TAKE
+_TAKE = {"take", "get", "grab", "pick"}
+
+
 # library: jitlab.modules.quantities._AMOUNT
 _AMOUNT = re.compile(r"^(\d+(?:\.\d+)?)\s*([a-z]+)?\b")
 
@@ -506,14 +514,6 @@ def quantity(name: str) -> tuple[float, float] | None:
         return None
     number = float(m.group(1))
     return number, number * UNITS.get(m.group(2) or "", 1.0)
-
-
-# library: jitlab.modules.quantities._PUT
-_PUT = {"put", "insert", "place"}
-
-
-# library: jitlab.modules.quantities._TAKE
-_TAKE = {"take", "get", "grab", "pick"}
 
 
 # library: jitlab.modules.quantities._READ
@@ -543,8 +543,8 @@ class QuantityPlanner(GroundedPlanner):
             if event.kind == "action":
                 last = event.content
             elif event.kind in ("observation", "tool_result"):
-                self.candidates = list(event.data.get("candidates", []))
-                self._read_event(last, event.content)
+                self.goal = self.goal or goal_text(ctx.task.description, event.content)   # as the grounded planner does
+                self._read_event(last, event.content, list(event.data.get("candidates", [])))
                 last = ""
         directive = super().plan(view, ctx)
         asks = goal_asks(self.goal)
@@ -557,20 +557,20 @@ class QuantityPlanner(GroundedPlanner):
         text = "\n".join(t for t in (line, directive.text) if t)
         return Directive(text, {**directive.data, "prior": prior})
 
-    def _read_event(self, command: str, text: str) -> None:
-        """An observation and the command that led to it: the quantities its candidates name, what is placed, a
-        problem it states."""
-        candidates = self.candidates
+    def _read_event(self, command: str, text: str, candidates: list[str]) -> None:
+        """An observation, the command that led to it and its candidates: the quantities they name, what is placed (the
+        command judged among the candidates it was chosen from), a problem the text states."""
+        verb, obj, where = split_command(command)
+        if command and not is_failure(text):
+            if verb in _PUT and self._goal_container(where, self.candidates):
+                self.placed.add(obj)
+            elif verb in _TAKE:
+                self.placed.discard(obj)
+        self.candidates = candidates
         for c in candidates:
             verb, obj, _ = split_command(c)
             if verb in _TAKE | _PUT and quantity(obj):
                 self.known.setdefault(obj, quantity(obj))
-        verb, obj, where = split_command(command)
-        if command and not is_failure(text):
-            if verb in _PUT and self._goal_container(where, candidates):
-                self.placed.add(obj)
-            elif verb in _TAKE:
-                self.placed.discard(obj)
         solved = solve(text)
         if solved is not None:
             self.problem, self.solved = solved
