@@ -475,10 +475,11 @@ def requirements() -> dict[str, dict[str, str]]:
     return out
 
 
-@lru_cache(maxsize=1)
-def couplings() -> tuple[str, ...]:
+@lru_cache(maxsize=8)
+def couplings(hide: frozenset = frozenset()) -> tuple[str, ...]:
     """The couplings in words, one line each, for a generator's prompt: each group of options that only work together
-    (:func:`requirements`, closed over partners), then each option of ``FITS`` that needs tools or prefers partners.
+    (:func:`requirements`, closed over partners), then each option of ``FITS`` that needs tools or words or prefers
+    partners; the option paths in ``hide`` (those a task leaves :func:`unlisted`) are left out, as if not in the library.
 
         "IsolatedContextMemory (M) + RecursiveDAGPlanner (P) + RecursiveExecution (A): only together"
         "SqlAction (A) needs the tools execute_sql, commit_answer"
@@ -504,14 +505,15 @@ def couplings() -> tuple[str, ...]:
                          + ": only together")
     paired = set()                                   # a preference stated one way is not repeated the other way
     for path, spec in FITS.items():
-        if option(path) is None:
+        if option(path) is None or path in hide:
             continue
         if spec.tools:
             lines.append(f"{named(path)} needs the tools {', '.join(spec.tools)}")
         if spec.needs:
             lines.append(f"{named(path)} is only for tasks whose text says {' or '.join(spec.needs)}")
         for role, partners in spec.partners.items():
-            names = [option(p).cls for p in partners if option(p) and frozenset((path, p)) not in paired]
+            names = [option(p).cls for p in partners
+                     if option(p) and p not in hide and frozenset((path, p)) not in paired]
             paired |= {frozenset((path, p)) for p in partners}
             if names:
                 alternatives = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
