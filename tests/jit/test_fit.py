@@ -300,9 +300,13 @@ def test_an_option_a_task_does_not_call_for_is_not_even_listed_in_its_scoring_pr
 def test_the_plan_prompt_leaves_out_an_option_the_task_does_not_call_for():
     """The plan prompt of a task whose text speaks of no quantity names the quantity planner nowhere (options or
     couplings), so it reads as before the option was added; a task that speaks of quantities gets it."""
+    from jitlab.jit.generate.library import unlisted
     from jitlab.jit.generate.plan import plan_messages
     assert "QuantityPlanner" not in plan_messages(GAME, [])[0]["content"]
     assert "QuantityPlanner (P) is only for tasks whose text says quantity" in plan_messages(SORTING, [])[0]["content"]
+    # a SQL task whose question says "amount" (DBBench has three) meets the words but lacks the tool: still left out
+    amount = {**SQL, "description": SQL["description"] + " What is the highest amount of points?"}
+    assert unlisted(QUANTITY, amount) and "QuantityPlanner" not in plan_messages(amount, [])[0]["content"]
 
 
 def test_copy_puts_in_the_option_the_task_calls_for_and_nothing_else_changes_elsewhere():

@@ -129,9 +129,9 @@ class ComposeGenerator:
 
     # -- scoring ------------------------------------------------------------------------------------
     def _options(self, role: str, task: dict) -> list[tuple[str, str, str]]:
-        """(key, label, description) of a role's options; for ``prompt`` the variants. An option with ``needs`` whose
-        words ``task``'s text does not use is left out of the list (``library.unlisted``), so the scoring prompt of
-        such a task reads as it did before the option was added."""
+        """(key, label, description) of a role's options; for ``prompt`` the variants. An option with ``needs`` that
+        ``task`` does not fit (its text uses none of the words, or a tool is missing) is left out of the list
+        (``library.unlisted``), so the scoring prompt of such a task reads as it did before the option was added."""
         if role == "prompt":
             return [(name, name, _PROMPT_HELP.get(name, "a prompt variant")) for name in prompt_variants()]
         return [(o.path, o.label, o.description) for o in catalogue()[role] if not unlisted(o.path, task)]

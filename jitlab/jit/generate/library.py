@@ -604,7 +604,7 @@ def misfit(path: str | None, task: dict) -> str | None:
     if missing:
         return (f"{path.rpartition(':')[2]} needs the tool{'s' if len(missing) > 1 else ''} {', '.join(missing)}, "
                 f"which this task does not give (its tools: {', '.join(tools) or 'none'})")
-    if unlisted(path, task):
+    if spec.needs and not set(spec.needs) & _said(task):
         return (f"{path.rpartition(':')[2]} is for tasks whose text says {' or '.join(spec.needs)}, and this task's "
                 f"text says none of them")
     return None
@@ -624,11 +624,12 @@ def called_for(task: dict) -> dict[str, str]:
 
 
 def unlisted(path: str, task: dict) -> bool:
-    """Whether option ``path`` has ``needs`` that ``task``'s text does not meet: such an option is not only not offered
-    (``fit`` is None) but not shown at all where the option lists are shown to a backbone (compose's scoring prompt),
-    so adding one leaves those prompts of every other task as they were."""
+    """Whether option ``path`` has ``needs`` and does not fit ``task`` (its text meets none of them, or a tool it needs
+    is missing: a SQL task whose question says "amount"): such an option is not only not offered (``fit`` is None) but
+    not shown at all where the option lists are shown to a backbone (compose's scoring prompt, the plan prompt), so
+    adding one leaves those prompts of every task it does not fit as they were."""
     spec = FITS.get(path)
-    return bool(spec and spec.needs and not set(spec.needs) & _said(task))
+    return bool(spec and spec.needs and misfit(path, task))
 
 
 def _said(task: dict) -> set[str]:

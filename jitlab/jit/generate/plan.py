@@ -232,7 +232,8 @@ def plan_files(plan: dict, generator: str = "plan", name: str | None = None, tas
 def plan_messages(task: dict, references: list[Reference]) -> list[dict]:
     """The plan prompt (one user message): task, the options per role by name, their couplings (which options only
     work together, which need tools or prefer partners: :func:`jitlab.jit.generate.library.couplings`) and the
-    references' plans. An option the task leaves unlisted (``library.unlisted``: its ``needs`` unmet) is in neither."""
+    references' plans. An option the task leaves unlisted (``library.unlisted``: one with ``needs`` that does not fit
+    it) is in neither."""
     refs = []
     for r in references:
         plan = plan_of(r.files)
