@@ -260,6 +260,74 @@ def test_repair_refits_a_broken_candidate_that_does_not_fit():
     assert "A" in {r["role"] for r in fixed.meta["refused"]}
 
 
+QUANTITY = "jitlab.modules.quantities:QuantityPlanner"
+# the toy game's text with a goal that speaks of quantities (what the agent would be given by a sorting game)
+SORTING = {**GAME, "id": "sort-0", "description": GAME["description"] + " Put the objects into the crate in order of "
+           "quantity, smallest first."}
+
+
+def test_an_option_with_needs_fits_only_where_the_task_text_uses_one_of_its_words():
+    """The quantity planner (``Fit.needs``): off where the task's text speaks of no quantity or gives no command tool,
+    called for where it does; no task of the three designed-for suites calls for it, in any split."""
+    from jitlab.envs.base import get_suite
+    from jitlab.jit.generate.library import called_for
+    assert "says quantity or quantities" in misfit(QUANTITY, GAME) and called_for(GAME) == {}
+    assert "needs the tool act" in misfit(QUANTITY, {**SQL, "description": SORTING["description"]})
+    assert misfit(QUANTITY, SORTING) is None and called_for(SORTING) == {"P": QUANTITY}
+    assert misfit(QUANTITY, {**SORTING, "suite": "x", "family": "y", "id": "z"}) is None     # the text, nothing else
+    for suite in ("textworld", "babyai", "dbbench"):
+        assert not any(called_for(t.public()) for split in get_suite(suite).splits for t in get_suite(suite).tasks(split))
+
+
+def test_an_option_a_task_does_not_call_for_is_not_even_listed_in_its_scoring_prompt():
+    """So adding the quantity planner leaves compose's scoring prompts (and the backbone's scores) of every task whose
+    text speaks of no quantity as they were."""
+    seen = []
+
+    class Reads(Likes):
+        def score(self, messages, candidates):
+            seen.append((messages[-1]["content"], list(candidates)))
+            return super().score(messages, candidates)
+
+    gen = ComposeGenerator(Reads("likelihood"), ComposeConfig(strategy="score"))
+    for task in (GAME, SORTING):
+        seen.clear()
+        gen.scores("P", task, gen.llm)
+        (prompt, labels), = seen
+        assert ("quantity planner" in labels) == ("quantity planner" in prompt.lower()) == (task is SORTING), labels
+
+
+def test_the_plan_prompt_leaves_out_an_option_the_task_does_not_call_for():
+    """The plan prompt of a task whose text speaks of no quantity names the quantity planner nowhere (options or
+    couplings), so it reads as before the option was added; a task that speaks of quantities gets it."""
+    from jitlab.jit.generate.library import unlisted
+    from jitlab.jit.generate.plan import plan_messages
+    assert "QuantityPlanner" not in plan_messages(GAME, [])[0]["content"]
+    assert "QuantityPlanner (P) is only for tasks whose text says quantity" in plan_messages(SORTING, [])[0]["content"]
+    # a SQL task whose question says "amount" (DBBench has three) meets the words but lacks the tool: still left out
+    amount = {**SQL, "description": SQL["description"] + " What is the highest amount of points?"}
+    assert unlisted(QUANTITY, amount) and "QuantityPlanner" not in plan_messages(amount, [])[0]["content"]
+
+
+def test_copy_puts_in_the_option_the_task_calls_for_and_nothing_else_changes_elsewhere():
+    """A design copied from tasks without quantities gets the quantity planner (and keeps its likelihood action) on a
+    task that speaks of them; the same reference is copied unchanged onto the plain game, and a design that holds the
+    planner is copied as is onto the next such task."""
+    files = _game_design()
+    gen = ComposeGenerator(Likes("likelihood", "intervention"), ComposeConfig(strategy="copy"))
+    assert gen.generate(GAME, [_ref(files, "a")], index=0).files == files
+    cand = gen.generate(SORTING, [_ref(files, "a")], index=0)
+    mine = choices_of(cand.files)
+    assert mine["P"].path == QUANTITY and mine["A"].path == LIKELIHOOD and mine["M"].path == choices_of(files)["M"].path
+    assert [(r["role"], r["now"]) for r in cand.meta["refused"]] == [("P", QUANTITY)]
+    again = gen.generate({**SORTING, "id": "sort-1"}, [_ref(cand.files, "b")], index=0)
+    assert again.files == cand.files and "refused" not in again.meta
+    for strategy in ("score", "mutate", "crossover"):
+        other = ComposeGenerator(Likes("likelihood"), ComposeConfig(strategy=strategy, mutate_params=0.0))
+        made = other.generate(SORTING, [_ref(files, "a", 0.5), _ref(_plain_design(), "b", 0.5)], index=0)
+        assert choices_of(made.files)["P"].path == QUANTITY and _fits(made.files, SORTING), strategy
+
+
 # -- plan and code ----------------------------------------------------------------------------------------------
 LIKELIHOOD_PLAN = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "LikelihoodAction",
                    "hooks": "InterventionHooks", "prompt": "choose"}

@@ -10,7 +10,8 @@ from jitlab.llm.scripted import get_scripted
 from jitlab.runtime import Budget, HarnessAgent, LLMHandle, run_episode
 
 NAMES = {"small_model/likelihood": "textworld", "small_model/explorer": "textworld", "small_model/explorer_margin": "textworld",
-         "small_model/navigator": "babyai", "small_model/sql": "dbbench", "small_model/realised_react": "textworld"}
+         "small_model/navigator": "babyai", "small_model/sql": "dbbench", "small_model/realised_react": "textworld",
+         "small_model/explorer_quantity": "twx"}
 ALLOWED = set(sys.stdlib_module_names) | {"jitlab.protocol", "jitlab.harnesskit"}
 
 

@@ -41,7 +41,10 @@ there as the role's current one: a mechanism that failed on an earlier task unli
 The fit rule (``library.misfit``, issue 42) holds on every strategy: an option that needs a tool the task does not
 give is never offered, and one that a reference (copy), a parent (mutate, crossover; refitted before they are changed)
 or a repair would carry is re-picked to the best-ranked option that fits (``_refit``, which every rendered candidate
-goes through); ``meta["refused"]`` lists each refusal (role, option, why, what replaced it). With the references and
+goes through); ``meta["refused"]`` lists each refusal (role, option, why, what replaced it). The other side of the rule:
+an option the task calls for (``library.called_for``: one with ``needs`` words, all of which it fits; today the quantity
+planner where the task's text speaks of quantities) is put in its role on every path, a copy included, in place of what
+a reference carries there. With the references and
 the evidence read per kind of task (``jitlab.jit.kind``, the loop does), a text game's design reaches a SQL task only
 when retrieval is told nothing of kinds; the rule keeps it off then too.
 
@@ -64,6 +67,7 @@ from jitlab.jit.generate.library import (
     FITS,
     SPACE,
     Choice,
+    called_for,
     catalogue,
     choices_of,
     fit,
@@ -73,6 +77,7 @@ from jitlab.jit.generate.library import (
     render_files,
     requirements,
     role_of_file,
+    unlisted,
     variant_misfit,
 )
 
@@ -123,11 +128,13 @@ class ComposeGenerator:
         self._key_locks: dict[tuple, threading.Lock] = {}
 
     # -- scoring ------------------------------------------------------------------------------------
-    def _options(self, role: str) -> list[tuple[str, str, str]]:
-        """(key, label, description) of a role's options; for ``prompt`` the variants."""
+    def _options(self, role: str, task: dict) -> list[tuple[str, str, str]]:
+        """(key, label, description) of a role's options; for ``prompt`` the variants. An option with ``needs`` that
+        ``task`` does not fit (its text uses none of the words, or a tool is missing) is left out of the list
+        (``library.unlisted``), so the scoring prompt of such a task reads as it did before the option was added."""
         if role == "prompt":
             return [(name, name, _PROMPT_HELP.get(name, "a prompt variant")) for name in prompt_variants()]
-        return [(o.path, o.label, o.description) for o in catalogue()[role]]
+        return [(o.path, o.label, o.description) for o in catalogue()[role] if not unlisted(o.path, task)]
 
     def scores(self, role: str, task: dict, llm) -> dict[str, float]:
         """{option key: score} for one role (cached per task and role; one backbone call, also when
@@ -141,7 +148,7 @@ class ComposeGenerator:
             return self._scores[key]
 
     def _score(self, role: str, task: dict, llm) -> dict[str, float]:
-        options = self._options(role)
+        options = self._options(role, task)
         human = SPACE[role][3] if role in SPACE else "prompt"
         prompt = render("compose_score.j2", task=task, human=human, role_help=_ROLE_HELP[role],
                         options=[{"label": lab, "description": desc} for _, lab, desc in options])
@@ -278,9 +285,15 @@ class ComposeGenerator:
         to its best-ranked option (``_ranked`` offers only fitting ones; the new option's partners and the couplings
         follow, ``_repicked``), the prompt last and only where no mechanism sets its own. Each refusal is appended to
         ``refused`` ({role, option, why, now}). Whatever still does not fit after that falls back to the basic
-        option, which needs nothing of a task. Choices that all fit come back unchanged."""
+        option, which needs nothing of a task. Before that, an option the task calls for (``library.called_for``: its
+        text uses a word the option needs) that ``choices`` lack is put in its role, with its partners, and recorded the
+        same way. Choices that all fit and hold every called-for option come back unchanged."""
         refused = [] if refused is None else refused
         choices = {r: Choice(**asdict(c)) for r, c in choices.items()}
+        for role, path in _uncalled(choices, task).items():   # first: the option the task calls for brings its partners
+            refused.append({"role": role, "option": _named(choices[role]), "now": path,
+                            "why": f"the task calls for {path.rpartition(':')[2]} (library.called_for)"})
+            choices = self._repicked(choices, role, path, task, llm)
         for _ in range(3):
             problems = misfits(choices, task)
             modules = [r for r in SPACE if r in problems]
@@ -362,7 +375,7 @@ class ComposeGenerator:
         if strategy == "copy":
             ref = references[0]
             mine = choices_of(ref.files, ref.sha)
-            if not misfits(mine, task):
+            if not misfits(mine, task) and not _uncalled(mine, task):
                 return Candidate(dict(ref.files), self.name, index, [ref.sha], None, None,
                                  {"strategy": "copy", "note": f"reused {ref.name}",
                                   "tried": {r: [c.key()] for r, c in mine.items()}})
@@ -456,6 +469,11 @@ class ComposeGenerator:
                                 candidate.index, note, task, llm, tried)
         fixed.meta["repaired_role"] = role
         return fixed
+
+
+def _uncalled(choices: dict[str, Choice], task: dict) -> dict[str, str]:
+    """{role: option path} of the options ``task`` calls for (``library.called_for``) that ``choices`` do not hold."""
+    return {r: p for r, p in called_for(task).items() if not (choices[r].kind == "library" and choices[r].path == p)}
 
 
 def _named(choice: Choice) -> str:

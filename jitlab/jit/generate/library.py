@@ -34,20 +34,24 @@ public text and tools only (never its suite, family or id): ``tools`` an option 
 ``partners``: options it works best with in another role (LikelihoodAction takes its prior from a planner's
 ``Directive.data["prior"]``; the prior planners take FullHistory, whose view keeps the observation events they
 parse), and ``params``, the preset compose sets when it picks the option (EgocentricPlanner's bonus 8, from the dev
-traces). ``fit(path, task)`` is None when a needed tool is missing, else a bonus compose adds to the backbone's
-score; partners are preferred, not required (``requirements`` are the hard couplings); ``prompt``
-is the prompt variant an option renders with (LikelihoodAction's scoring prompt lists no candidates; the other
-variants' templates name ``candidates``, which it does not pass), set by compose whenever the option is chosen.
+traces), and ``needs``: words one of which the task's text must use (QuantityPlanner: ``quantity``, ``quantities``,
+``amount``, ``amounts``; ``jitlab.modules.quantities.QUANTITY_WORDS``), where it is then called for (``called_for``).
+``fit(path, task)`` is None when a needed tool or word is missing, else a bonus compose adds to the backbone's
+score; partners are preferred, not required (``requirements`` are the hard couplings); ``prompt`` is the prompt
+variant an option renders with (LikelihoodAction's scoring prompt lists no candidates; the other variants' templates
+name ``candidates``, which it does not pass), set by compose whenever the option is chosen.
 
 The fit rule (issue 42), said once here and applied on every generator path: ``misfit(path, task)`` says why an option
 does not fit a task (a tool it needs that the task does not give: LikelihoodAction needs the one-command tool ``act``,
-SqlAction ``execute_sql`` and ``commit_answer``), ``variant_misfit`` the same
+SqlAction ``execute_sql`` and ``commit_answer``; or, for an option with ``needs``, a task text that uses none of its
+words: QuantityPlanner on a task that speaks of no quantity), ``variant_misfit`` the same
 for a prompt variant written for such an option, and ``misfits(choices, task)`` for a whole harness (a file of its own
 by the library class it derives from). Compose never offers an option that misfits and re-picks one a reference, a
 mutation, a crossover or a repair would carry (``ComposeGenerator._refit``); a plan naming one is a parse error; a
 code candidate carrying one is refused before validation (``jitlab.jit.repair.unfit``) and goes to repair; a path
-that copies a reference's files takes the first that fits (``first_fitting``). Nothing here reads a task's suite,
-family or id.
+that copies a reference's files takes the first that fits (``first_fitting``). ``called_for(task)`` is the rule's
+other side: the options with ``needs`` that fit the task, which compose puts in their roles on every path. Nothing here
+reads a task's suite, family or id.
 
 Caveats: a seed's module file that is more than a thin subclass (methods of its own) is not a library
 choice; ``choices_of`` keeps such a file verbatim (``kind="file"``), so crossover can still reuse it.
@@ -67,6 +71,7 @@ from pathlib import Path
 from jitlab.errors import HarnessError
 from jitlab.harness import case_study_names, read_files, seed_bank_dir, seed_names
 from jitlab.jit.generate.base import TEMPLATE_DIR, describe_files, render
+from jitlab.modules.quantities import QUANTITY_WORDS
 from jitlab.protocol import HOOKS, SLOTS
 from jitlab.resolve import parse_source, vendored_names
 
@@ -80,6 +85,7 @@ __all__ = [
     "ROLE_FILES",
     "Choice",
     "Option",
+    "called_for",
     "case_study_mechanisms",
     "catalogue",
     "choices_of",
@@ -96,6 +102,7 @@ __all__ = [
     "render_files",
     "requirements",
     "role_of_file",
+    "unlisted",
     "variant_misfit",
 ]
 
@@ -109,7 +116,7 @@ LIBRARY_MODULES = ("jitlab.modules.basic", "jitlab.modules.memory", "jitlab.modu
                    "jitlab.modules.policy", "jitlab.modules.action", "jitlab.modules.case_studies",
                    "jitlab.modules.likelihood", "jitlab.modules.navigation", "jitlab.modules.grounding",
                    "jitlab.modules.egocentric", "jitlab.modules.sql", "jitlab.modules.hooks",
-                   "jitlab.modules.realisation")
+                   "jitlab.modules.realisation", "jitlab.modules.quantities")
 NO_HOOKS = "none"   # the hooks slot's basic option: no hooks.py
 BASIC = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "H": NO_HOOKS}
 
@@ -118,6 +125,8 @@ BASIC = {"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActA
 class Fit:
     """What an option needs of a task and suits in it (module docstring, "Fits")."""
     tools: tuple = ()           # tool names the task must expose, else the option is not offered
+    needs: tuple = ()           # words one of which the task's text must use, else the option is not offered; where
+                                # one is used, the task calls for the option (called_for)
     words: tuple = ()           # words of the task's text it suits (each present adds to its bonus)
     partners: dict = field(default_factory=dict)  # role -> option paths it works best with there
     bonus: float = 2.0          # added to the backbone's score per matched word (capped at 3 words)
@@ -126,7 +135,7 @@ class Fit:
 
 
 _PRIOR_PLANNERS = ("jitlab.modules.grounding:GroundedPlanner", "jitlab.modules.navigation:MapPlanner",
-                   "jitlab.modules.egocentric:EgocentricPlanner")
+                   "jitlab.modules.egocentric:EgocentricPlanner", "jitlab.modules.quantities:QuantityPlanner")
 # the prior planners read the view's observation events as they came: a memory that folds or rewrites them starves
 # them (dev split: EgocentricPlanner under ReasoningGraphMemory only ever scanned, 0/5 where FullHistory gave 5/5)
 _PLAIN_MEMORY = ("jitlab.modules.basic:FullHistory",)
@@ -157,6 +166,12 @@ FITS = {
                                                        partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",),
                                                                  "M": _PLAIN_MEMORY},
                                                        params={"bonus": 8.0}),
+    # the quantity prior ranks admissible commands (act) and has nothing to do where the text speaks of no quantity
+    "jitlab.modules.quantities:QuantityPlanner": Fit(tools=_COMMAND_TOOL, needs=QUANTITY_WORDS,
+                                                     words=("smallest", "largest", "order", "sort", "answer",
+                                                            "problem", "math"),
+                                                     partners={"A": ("jitlab.modules.likelihood:LikelihoodAction",),
+                                                               "M": _PLAIN_MEMORY}),
     "jitlab.modules.sql:SqlAction": Fit(tools=("execute_sql", "commit_answer"),
                                         words=("sql", "table", "columns", "database", "query"), prompt="sql"),
     "jitlab.modules.realisation:RealisationHooks": Fit(words=("admissible", "command", "commands")),
@@ -170,7 +185,7 @@ _PARAM_TYPES = (bool, int, float, str)
 # a library traceback's file -> the role its classes play
 _LIBRARY_FILE_ROLE = {"memory.py": "M", "planning.py": "P", "policy.py": "F", "action.py": "A", "hooks.py": "H",
                       "likelihood.py": "A", "sql.py": "A", "navigation.py": "P", "grounding.py": "P",
-                      "egocentric.py": "P", "realisation.py": "H", "sqlground.py": "A"}
+                      "egocentric.py": "P", "realisation.py": "H", "sqlground.py": "A", "quantities.py": "P"}
 
 
 @dataclass(frozen=True)
@@ -460,10 +475,11 @@ def requirements() -> dict[str, dict[str, str]]:
     return out
 
 
-@lru_cache(maxsize=1)
-def couplings() -> tuple[str, ...]:
+@lru_cache(maxsize=8)
+def couplings(hide: frozenset = frozenset()) -> tuple[str, ...]:
     """The couplings in words, one line each, for a generator's prompt: each group of options that only work together
-    (:func:`requirements`, closed over partners), then each option of ``FITS`` that needs tools or prefers partners.
+    (:func:`requirements`, closed over partners), then each option of ``FITS`` that needs tools or words or prefers
+    partners; the option paths in ``hide`` (those a task leaves :func:`unlisted`) are left out, as if not in the library.
 
         "IsolatedContextMemory (M) + RecursiveDAGPlanner (P) + RecursiveExecution (A): only together"
         "SqlAction (A) needs the tools execute_sql, commit_answer"
@@ -489,12 +505,15 @@ def couplings() -> tuple[str, ...]:
                          + ": only together")
     paired = set()                                   # a preference stated one way is not repeated the other way
     for path, spec in FITS.items():
-        if option(path) is None:
+        if option(path) is None or path in hide:
             continue
         if spec.tools:
             lines.append(f"{named(path)} needs the tools {', '.join(spec.tools)}")
+        if spec.needs:
+            lines.append(f"{named(path)} is only for tasks whose text says {' or '.join(spec.needs)}")
         for role, partners in spec.partners.items():
-            names = [option(p).cls for p in partners if option(p) and frozenset((path, p)) not in paired]
+            names = [option(p).cls for p in partners
+                     if option(p) and p not in hide and frozenset((path, p)) not in paired]
             paired |= {frozenset((path, p)) for p in partners}
             if names:
                 alternatives = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
@@ -575,16 +594,47 @@ def misfit(path: str | None, task: dict) -> str | None:
     """THE fit rule, the one every generator path applies (compose's picks, mutations, copies, crossovers and
     repairs, a plan, a code candidate's library classes, a fallback to a reference): why option ``path`` (a library
     ``module:Class``) does not fit ``task``, or None when it does. Read from what the agent is given, the task's public
-    dict (here: the tool names ``FITS`` says the option needs), never its suite, family, id or environment."""
+    dict (the tool names ``FITS`` says the option needs; for an option with ``needs``, the words of its description),
+    never its suite, family, id or environment."""
     spec = FITS.get(path or "")
     if spec is None:
         return None
     tools = _tool_names(task)
     missing = [t for t in spec.tools if t not in tools]
-    if not missing:
-        return None
-    return (f"{path.rpartition(':')[2]} needs the tool{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which "
-            f"this task does not give (its tools: {', '.join(tools) or 'none'})")
+    if missing:
+        return (f"{path.rpartition(':')[2]} needs the tool{'s' if len(missing) > 1 else ''} {', '.join(missing)}, "
+                f"which this task does not give (its tools: {', '.join(tools) or 'none'})")
+    if spec.needs and not set(spec.needs) & _said(task):
+        return (f"{path.rpartition(':')[2]} is for tasks whose text says {' or '.join(spec.needs)}, and this task's "
+                f"text says none of them")
+    return None
+
+
+def called_for(task: dict) -> dict[str, str]:
+    """{role: option path} of the options ``task`` calls for: those with ``needs`` (``FITS``) that fit it, so its text
+    uses one of their words (the first such option per role, in ``FITS`` order). Compose puts each in its role on every
+    path (``ComposeGenerator._refit``), so that a design copied from tasks without the feature does not leave it out;
+    on a task that calls for none (every task whose text uses no such word) nothing changes."""
+    out: dict[str, str] = {}
+    for path, spec in FITS.items():
+        opt = option(path)
+        if spec.needs and opt is not None and opt.role not in out and misfit(path, task) is None:
+            out[opt.role] = path
+    return out
+
+
+def unlisted(path: str, task: dict) -> bool:
+    """Whether option ``path`` has ``needs`` and does not fit ``task`` (its text meets none of them, or a tool it needs
+    is missing: a SQL task whose question says "amount"): such an option is not only not offered (``fit`` is None) but
+    not shown at all where the option lists are shown to a backbone (compose's scoring prompt, the plan prompt), so
+    adding one leaves those prompts of every task it does not fit as they were."""
+    spec = FITS.get(path)
+    return bool(spec and spec.needs and misfit(path, task))
+
+
+def _said(task: dict) -> set[str]:
+    """The words of a task's public text (its description), lower case."""
+    return set(re.findall(r"[a-z]+", str(task.get("description", "")).lower()))
 
 
 def variant_misfit(name: str, task: dict) -> str | None:
@@ -645,5 +695,5 @@ def fit(path: str, task: dict) -> float | None:
         return 0.0
     if misfit(path, task):
         return None
-    said = set(re.findall(r"[a-z]+", str(task.get("description", "")).lower()))
+    said = _said(task)
     return spec.bonus * min(3, sum(1 for w in set(spec.words) if w in said))

@@ -61,6 +61,7 @@ from jitlab.jit.generate.library import (
     prompt_variants,
     render_files,
     requirements,
+    unlisted,
 )
 
 __all__ = ["PlanConfig", "PlanError", "PlanGenerator", "check_plan", "parse_plan", "plan_files", "plan_messages",
@@ -231,14 +232,16 @@ def plan_files(plan: dict, generator: str = "plan", name: str | None = None, tas
 def plan_messages(task: dict, references: list[Reference]) -> list[dict]:
     """The plan prompt (one user message): task, the options per role by name, their couplings (which options only
     work together, which need tools or prefer partners: :func:`jitlab.jit.generate.library.couplings`) and the
-    references' plans."""
+    references' plans. An option the task leaves unlisted (``library.unlisted``: one with ``needs`` that does not fit
+    it) is in neither."""
     refs = []
     for r in references:
         plan = plan_of(r.files)
         if plan is not None:
             refs.append({"name": r.name, "plan": plan_text(plan), "reward": r.mean_reward if r.evaluated else None})
-    options = {role: [o.cls for o in catalogue()[role]] for role in (*ROLES, "H")}
-    return [{"role": "user", "content": render("plan_user.j2", task=task, options=options, couplings=couplings(),
+    hide = frozenset(o.path for options in catalogue().values() for o in options if unlisted(o.path, task))
+    options = {role: [o.cls for o in catalogue()[role] if o.path not in hide] for role in (*ROLES, "H")}
+    return [{"role": "user", "content": render("plan_user.j2", task=task, options=options, couplings=couplings(hide),
                                                prompts=list(prompt_options()), references=refs)}]
 
 
