@@ -20,11 +20,16 @@ A spec file (YAML)::
     parts:                 # part -> {split: count} (the first `count` tasks); a split not named takes all its tasks
       textworld: {test: 9}
       babyai: {test: 12}
-      dbbench: {test: 9}
+      dbbench: {test: 9, holdout: {from: test, offset: 50, count: 50}}
     shuffle: 1             # optional: a seeded order (absent: the interleaving above)
 
+A split may also map to a slice of one of the part's own splits, ``{from: <split>, offset: N, count: N}`` (``from``
+defaults to the split's own name, ``offset`` to 0, ``count`` to the rest): a part without a split the others have (DBBench
+has no ``holdout``) can serve it from tasks no other run of that split touches. The tasks keep their part's split (the
+part sees each as in a run of its own).
+
 Refused when the mix is built (before a run writes anything), each in one line: an unknown part, a part named twice,
-a spec file that is missing or malformed, a count above the tasks a part's split has, a task id in two parts.
+a spec file that is missing or malformed, a count or slice beyond the tasks a part's split has, a task id in two parts.
 """
 from __future__ import annotations
 
@@ -40,6 +45,22 @@ from jitlab.errors import ConfigError, UnknownName
 __all__ = ["MixSuite", "family_label", "source_of"]
 
 _SPEC_KEYS = {"parts", "shuffle"}
+_SLICE_KEYS = {"from", "offset", "count"}
+
+
+def _slice(split: str, want) -> tuple[str, int, int | None] | None:
+    """``(source split, offset, count or None)`` of a spec's ``split: want`` (a count, or a ``{from, offset, count}``
+    mapping); None when ``want`` is neither."""
+    def whole(n, least):
+        return isinstance(n, int) and not isinstance(n, bool) and n >= least
+    if whole(want, 1):
+        return split, 0, want
+    if not isinstance(want, dict) or not want or set(want) - _SLICE_KEYS:
+        return None
+    source, offset, count = want.get("from", split), want.get("offset", 0), want.get("count")
+    if not isinstance(source, str) or not whole(offset, 0) or not (count is None or whole(count, 1)):
+        return None
+    return source, offset, count
 
 
 def family_label(suite: str, family: str) -> str:
@@ -90,12 +111,11 @@ def _read_spec(path: Path) -> tuple[dict, int | None]:
     parts = {}
     for name, counts in spec["parts"].items():
         counts = {} if counts is None else counts
-        if not isinstance(counts, dict) or not all(
-                isinstance(s, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 1
-                for s, n in counts.items()):
-            raise ConfigError(f"{where}: part {name!r} must map each split to a count >= 1 (e.g. {{test: 9}}) or "
-                              f"to nothing, got {counts!r}")
-        parts[str(name)] = dict(counts)
+        slices = {s: _slice(s, n) for s, n in counts.items() if isinstance(s, str)} if isinstance(counts, dict) else {}
+        if not isinstance(counts, dict) or len(slices) != len(counts) or None in slices.values():
+            raise ConfigError(f"{where}: part {name!r} must map each split to a count >= 1 (e.g. {{test: 9}}) or to "
+                              f"a slice {{from: test, offset: 50, count: 50}}, or be empty, got {counts!r}")
+        parts[str(name)] = slices
     return parts, shuffle
 
 
@@ -123,15 +143,22 @@ class MixSuite:
                 raise ConfigError(f"suite {self.name}: parts {given!r} and another are both suite {part.name!r}")
             self.parts[part.name], self.counts[part.name] = part, want
         self.families = [family_label(n, f) for n, p in self.parts.items() for f in p.families]
-        self.splits = [s for s in next(iter(self.parts.values())).splits if all(s in p.splits for p in self.parts.values())]
+        named = [s for p in self.parts.values() for s in p.splits] + [s for want in self.counts.values() for s in want]
+        self.splits = [s for s in dict.fromkeys(named)
+                       if all(s in p.splits or s in self.counts[n] for n, p in self.parts.items())]
         self.version = "+".join(f"{n}={getattr(p, 'version', '?')}" for n, p in self.parts.items())
         self.reset_varies = any(getattr(p, "reset_varies", False) for p in self.parts.values())
         self._tasks: dict[str, list[TaskSpec]] = {}
         for name, want in self.counts.items():   # every split a count names, checked now
-            for split in want:
+            for split, (source, _, _) in want.items():
+                if source not in self.parts[name].splits:
+                    raise ConfigError(f"suite {self.name}: part {name} takes {split} tasks from split {source!r}; "
+                                      f"it has {', '.join(self.parts[name].splits)}")
                 if split not in self.splits:
-                    raise ConfigError(f"suite {self.name}: part {name} names split {split!r}; the mix has "
-                                      f"{', '.join(self.splits)}")
+                    lacks = next(n for n, p in self.parts.items() if split not in p.splits and split not in self.counts[n])
+                    raise ConfigError(f"suite {self.name}: part {name} names split {split!r}, which part {lacks} has "
+                                      f"not; give {lacks} a slice of one of its splits ({', '.join(self.parts[lacks].splits)}) "
+                                      f"for it, e.g. {split}: {{from: test, offset: 50, count: 50}}")
         for split in sorted({s for want in self.counts.values() for s in want}):
             self.tasks(split)
 
@@ -153,12 +180,13 @@ class MixSuite:
     def _build(self, split: str) -> list[TaskSpec]:
         columns, owner = [], {}
         for name, part in self.parts.items():
-            every = part.tasks(split)
-            n = self.counts[name].get(split)
-            if n is not None and n > len(every):
-                raise ConfigError(f"suite {self.name}: {n} {split} tasks of {name} asked, it has {len(every)}")
+            source, offset, n = self.counts[name].get(split, (split, 0, None))
+            every = part.tasks(source)
+            if offset + (n or 0) > len(every) or offset >= len(every) > 0:
+                asked = f"{n} {source} tasks" + (f" from task {offset}" if offset else "")
+                raise ConfigError(f"suite {self.name}: {asked} of {name} asked, it has {len(every)}")
             column = []
-            for spec in every[:n]:
+            for spec in every[offset:None if n is None else offset + n]:
                 if spec.id in owner:
                     raise ConfigError(f"suite {self.name}: task id {spec.id!r} is in both {owner[spec.id]} and {name}; "
                                       "a mix needs distinct task ids")

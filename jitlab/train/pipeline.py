@@ -37,8 +37,9 @@ records each step's inputs, outputs and wall time. Every stage's config (and the
 first step runs, so a typo in Stage III's mapping fails at once. A rerun
 skips a finished step whose inputs are unchanged, whose folder is still there and none of whose upstream steps
 (``after``: Stage II reads Stage I's adapter) ran after it; the stages themselves resume a killed training from its
-last checkpoint. Caveat: a step rerun with changed inputs
-into an existing stage folder is refused by that stage (ConfigDrift): choose a new --out.
+last checkpoint. A step whose folder holds a run of other inputs (it ran, or was stopped, before the config or
+the data it reads changed: the stage refuses to resume it, ConfigDrift) starts over, its old folder kept as
+``<step>.replaced-<k>``.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from jitlab.errors import ConfigError
+from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.experiments import run_grid, seed_harnesses
 from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields, check_number
 from jitlab.jit.inference import JITConfig, run_jit
@@ -470,7 +471,15 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
         start = time.perf_counter()
         manifest["steps"][name] = {"status": "running"}
         write_json(out / "pipeline.json", manifest)
-        inputs, outputs = STEP_TABLE[name].run(cfg, out)
+        try:
+            inputs, outputs = STEP_TABLE[name].run(cfg, out)
+        except ConfigDrift:   # its folder holds a run of other inputs (a stage or run refuses it before writing)
+            if not (out / name).is_dir():
+                raise
+            aside = _set_aside(out / name)
+            if echo:
+                echo(f"{name}: {out / name} held a run with other inputs, kept as {aside}; starting over")
+            inputs, outputs = STEP_TABLE[name].run(cfg, out)
         manifest["seq"] = manifest.get("seq", 0) + 1
         manifest["steps"][name] = {"status": "done", "fingerprint": _fingerprint(cfg, out, name), "inputs": inputs,
                                    "outputs": outputs, "wall_s": round(time.perf_counter() - start, 2),
@@ -480,6 +489,15 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
         if echo:
             echo(f"{name}: done in {manifest['steps'][name]['wall_s']} s")
     return manifest
+
+
+def _set_aside(folder: Path) -> Path:
+    """Rename ``folder`` to the first free ``<name>.replaced-<k>`` beside it (nothing is deleted); returns the new path."""
+    k = 1
+    while (aside := folder.with_name(f"{folder.name}.replaced-{k}")).exists():
+        k += 1
+    folder.rename(aside)
+    return aside
 
 
 def _stale(manifest: dict, out: Path, name: str) -> str | None:

@@ -62,6 +62,22 @@ def test_a_spec_file_sets_counts_per_part_and_split_and_an_order(tmp_path):
                                                                          "toy", "dbbench"]   # no shuffle: interleaved
 
 
+def test_a_split_a_part_lacks_can_be_served_by_a_slice_of_another_of_its_splits(tmp_path):
+    spec = tmp_path / "mix.yaml"   # neither has a holdout: dbbench's test tasks 50.. (first-50 rows never touch them)
+    spec.write_text("parts:\n  toy: {test: 2, holdout: {from: train, count: 3}}\n"
+                    "  dbbench: {test: 3, holdout: {from: test, offset: 50, count: 4}}\n")
+    mix, toy, db = get_suite(f"mix:{spec}"), get_suite("toy"), get_suite("dbbench")
+    assert "holdout" in mix.splits and "holdout" not in db.splits + toy.splits
+    held = mix.tasks("holdout")
+    assert [t.id for t in held if t.suite == "dbbench"] == [t.id for t in db.tasks("test")[50:54]]
+    assert [t.id for t in held if t.suite == "toy"] == [t.id for t in toy.tasks("train")[:3]]
+    assert not {t.id for t in held} & {t.id for t in mix.tasks("test")}
+    assert {t.split for t in held} == {"test", "train"}   # each task keeps its part's split, as the part lists it
+    spec.write_text("parts:\n  toy: {holdout: {from: dev, offset: 8}}\n  dbbench: {holdout: {from: dev, count: 2}}\n")
+    dev = [t.id for t in toy.tasks("dev")], [t.id for t in db.tasks("dev")]
+    assert [t.id for t in get_suite(f"mix:{spec}").tasks("holdout")] == [dev[0][8], dev[1][0], dev[0][9], dev[1][1]]
+
+
 @pytest.mark.parametrize("text, needle", [
     ("parts: [toy, dbbench]\n", "expected a mapping with 'parts'"),
     ("parts:\n  toy:\n", "expected a mapping with 'parts'"),
@@ -71,7 +87,13 @@ def test_a_spec_file_sets_counts_per_part_and_split_and_an_order(tmp_path):
     ("parts:\n  toy:\n  dbbench:\nshuffle: -1\n", "shuffle must be a whole number >= 0"),
     ("parts: {toy: [\n", "not valid YAML"),
     ("parts:\n  toy: {test: 11}\n  dbbench:\n", "11 test tasks of toy asked, it has 10"),
-    ("parts:\n  toy: {holdout: 1}\n  dbbench:\n", "part toy names split 'holdout'"),
+    ("parts:\n  toy: {holdout: {from: dev}}\n  dbbench:\n", "names split 'holdout', which part dbbench has not; give"),
+    ("parts:\n  toy: {holdout: 1}\n  dbbench:\n", "part toy takes holdout tasks from split 'holdout'; it has dev,"),
+    ("parts:\n  toy:\n  dbbench: {holdout: {from: nosuch}}\n", "takes holdout tasks from split 'nosuch'"),
+    ("parts:\n  toy:\n  dbbench: {test: {offset: 180, count: 10}}\n", "10 test tasks from task 180 of dbbench asked"),
+    ("parts:\n  toy:\n  dbbench: {test: {offset: 190}}\n", "test tasks from task 190 of dbbench asked"),
+    ("parts:\n  toy:\n  dbbench: {test: {start: 1}}\n", "or to a slice {from: test, offset: 50, count: 50}"),
+    ("parts:\n  toy:\n  dbbench: {test: {offset: -1}}\n", "or to a slice"),
     ("parts:\n  toy:\n  nosuch:\n", "unknown suite 'nosuch'"),
 ])
 def test_a_bad_spec_file_is_one_clear_error(tmp_path, text, needle):

@@ -78,6 +78,21 @@ def test_a_step_runs_again_when_its_folder_is_gone_or_a_step_it_reads_from_ran_a
     assert all(line.endswith("skipped") for line in lines), lines
 
 
+def test_a_step_whose_folder_holds_a_run_of_other_inputs_starts_over_and_keeps_the_old_folder(tmp_path):
+    """Session 26: a seed added after Stage I was stopped mid-training; Stage I's folder held the old data's run, the
+    stage refused to resume it and the pipeline stopped. Now the step starts over and the old folder is kept."""
+    lines = []
+    run_steps(PipelineConfig(**TOY), tmp_path, ["baselines"])
+    old = sorted(p.name for p in (tmp_path / "baselines").rglob("run.sqlite"))
+    capped = PipelineConfig(**{**TOY, "baseline_options": {"max_steps": 3}})   # the runs' own config differs
+    step = run_steps(capped, tmp_path, ["baselines"], echo=lines.append)["steps"]["baselines"]
+    aside = tmp_path / "baselines.replaced-1"
+    assert lines[:2] == ["baselines: running", f"baselines: {tmp_path / 'baselines'} held a run with other inputs, "
+                                                f"kept as {aside}; starting over"]
+    assert sorted(p.name for p in aside.rglob("run.sqlite")) == old and step["status"] == "done"
+    assert step["inputs"]["max_steps"] == 3 and (tmp_path / "baselines").is_dir()
+
+
 def test_pipeline_run_names_the_folder_as_the_command_did_from_the_repository_root(tmp_path, monkeypatch):
     """Notebooks 02-04 open a pipeline's run through it: the config from its YAML, the folder relative when inside
     the checkout (the records hold the paths `jitlab train pipeline --out runs/pipeline/<suite>` wrote)."""
