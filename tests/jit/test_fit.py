@@ -354,6 +354,30 @@ def test_a_plan_naming_an_option_that_does_not_fit_is_a_parse_error_for_repair()
     assert fixed.meta["parsed_files"] == [] and "does not fit" in fixed.meta["parse_error"]   # still refused
 
 
+def test_a_plan_gets_the_option_the_task_calls_for_with_its_partners_and_is_unchanged_elsewhere():
+    """The plan generator's side of ``library.called_for``: a plan written without the quantity planner gets it (and
+    the likelihood action, its partner, in place of ReAct's) on a task that speaks of quantities, recorded as compose
+    records it; the same reply on the plain game, and on a SQL task, is the plan the model wrote."""
+    from jitlab.jit.generate.plan import with_called_for
+    assert with_called_for(LIKELIHOOD_PLAN, GAME) == (LIKELIHOOD_PLAN, [])
+    assert with_called_for(LIKELIHOOD_PLAN, SQL) == (LIKELIHOOD_PLAN, [])
+    gen = PlanGenerator("plan:scripted", ScriptedBackbone(lambda m: json.dumps(LIKELIHOOD_PLAN)))
+    cand = gen.generate(SORTING, [], index=0)
+    assert cand.meta["plan"] == {**LIKELIHOOD_PLAN, "P": "QuantityPlanner"} and _fits(cand.files, SORTING)
+    assert choices_of(cand.files)["P"].path == QUANTITY
+    assert [(r["role"], r["option"], r["now"]) for r in cand.meta["refused"]] == [("P", "NoPlanner", "QuantityPlanner")]
+    react = {"M": "FullHistory", "P": "GroundedPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "choose",
+             "params": {"P": {"patience": 3}, "A": {"max_chars": 100}}}
+    plan, changes = with_called_for(react, SORTING)
+    assert plan == {"M": "FullHistory", "P": "QuantityPlanner", "F": "FullRegistry", "A": "LikelihoodAction",
+                    "prompt": "choose"}                        # the changed roles' parameters dropped
+    assert [(c["role"], c["now"]) for c in changes] == [("P", "QuantityPlanner"), ("A", "LikelihoodAction")]
+    assert "partner of QuantityPlanner" in changes[1]["why"] and react["P"] == "GroundedPlanner"   # not mutated
+    assert with_called_for("not a plan", SORTING) == ("not a plan", [])
+    plain = PlanGenerator("plan:scripted", ScriptedBackbone(lambda m: json.dumps(LIKELIHOOD_PLAN)))
+    assert "refused" not in plain.generate(GAME, [], index=0).meta
+
+
 def test_code_takes_missing_files_from_the_nearest_fitting_reference_and_is_refused_when_it_does_not_fit():
     game, plain = _ref(_game_design(), "a"), _ref(_plain_design(), "b")
     assert first_fitting([game, plain], SQL) is plain and first_fitting([game, plain], GAME) is game

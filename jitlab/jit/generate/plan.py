@@ -25,6 +25,10 @@ candidate keeps the files of the nearest reference that fits the task, ``meta["p
 code candidate without file blocks. ``repair`` shows the broken
 plan (or the raw reply) with the diagnostic and asks for a corrected plan.
 
+An option the task calls for (``library.called_for``: the quantity planner where the task's text speaks of
+quantities) is put in its role, with its partners, before the plan is checked (``with_called_for``; recorded in
+``meta["refused"]`` as compose records it), so a plan generator that never saw the option cannot leave it out.
+
 ``plan_of(files)`` reads a harness back into a plan (None when a role is not a library module), which is how the
 offline teacher (:mod:`jitlab.train.data`) turns recorded harnesses into training targets.
 """
@@ -47,9 +51,11 @@ from jitlab.jit.generate.base import (
     sampling,
 )
 from jitlab.jit.generate.library import (
+    FITS,
     NO_HOOKS,
     ROLES,
     Choice,
+    called_for,
     catalogue,
     choices_of,
     couplings,
@@ -65,7 +71,7 @@ from jitlab.jit.generate.library import (
 )
 
 __all__ = ["PlanConfig", "PlanError", "PlanGenerator", "check_plan", "parse_plan", "plan_files", "plan_messages",
-           "plan_of", "plan_text", "prompt_options"]
+           "plan_of", "plan_text", "prompt_options", "with_called_for"]
 
 PLAN_KEYS = (*ROLES, "hooks", "prompt", "params")
 
@@ -222,6 +228,36 @@ def check_plan(plan: dict, task: dict | None = None) -> dict[str, Choice]:
     return choices
 
 
+def with_called_for(plan: dict, task: dict) -> tuple[dict, list[dict]]:
+    """``plan`` with each option ``task`` calls for (``library.called_for``) in its role, and that option's partners
+    (``FITS``) in theirs where the plan's choice is none of them, as compose does on every path; the parameters of a
+    role that changed are dropped. Returns the plan and the changes, each ``{role, option, now, why}``. A plan that
+    is not a mapping of roles, or a task that calls for nothing (every task whose text uses no such word), comes back
+    unchanged."""
+    if not isinstance(plan, dict) or not isinstance(plan.get("params", {}), dict):
+        return plan, []
+    plan, changes = {**plan, "params": dict(plan.get("params") or {})}, []
+
+    def put(role: str, cls: str, why: str):
+        key = "hooks" if role == "H" else role
+        changes.append({"role": role, "option": plan.get(key), "now": cls, "why": why})
+        plan[key] = cls
+        plan["params"].pop(role, None)
+
+    for role, path in called_for(task).items():
+        cls = path.rpartition(":")[2]
+        if plan.get("hooks" if role == "H" else role) == cls:
+            continue
+        put(role, cls, f"the task calls for {cls} (library.called_for)")
+        for other, partners in FITS[path].partners.items():
+            names = [p.rpartition(":")[2] for p in partners]
+            if plan.get("hooks" if other == "H" else other) not in names:
+                put(other, names[0], f"{names[0]} is a partner of {cls}")
+    if not plan["params"]:
+        del plan["params"]
+    return plan, changes
+
+
 def plan_files(plan: dict, generator: str = "plan", name: str | None = None, task: dict | None = None) -> dict[str, str]:
     """The five harness files of a plan (PlanError if it does not check out, or, given ``task``, does not fit it)."""
     choices = check_plan(plan, task)
@@ -260,8 +296,9 @@ class PlanGenerator:
         params = {"max_new_tokens": self.config.max_new_tokens, **sampling(task, index, self.config.temperature)}
         reply = llm.chat(messages, **params).text
         nearest = first_fitting(references, task)
+        forced: list[dict] = []
         try:
-            plan = parse_plan(reply)
+            plan, forced = with_called_for(parse_plan(reply), task)
             files = plan_files(plan, self.name, task=task)
         except PlanError as exc:
             files = dict(nearest.files) if nearest else plan_files(_BASIC_PLAN, self.name)
@@ -269,6 +306,8 @@ class PlanGenerator:
                     "fallback_from": nearest.sha if nearest else None}
         else:
             meta = {"strategy": "plan", "plan": plan, "parsed_files": sorted(files), "reply": reply}
+        if forced:
+            meta["refused"] = forced
         return Candidate(files, self.name, index, [r.sha for r in references], prompt_hash(messages), None, meta)
 
     def repair(self, candidate: Candidate, diagnostic: dict, task: dict, llm=None, round: int = 1) -> Candidate:
@@ -282,7 +321,7 @@ class PlanGenerator:
         meta = {k: v for k, v in candidate.meta.items() if k not in ("reply", "parse_error")}
         meta.update(repair_round=round, reply=reply)
         try:
-            plan = parse_plan(reply)
+            plan, forced = with_called_for(parse_plan(reply), task)
             files = plan_files(plan, self.name, task=task)
         except PlanError as exc:
             # still no plan: the files stay as they were and the next check reports the parse_error again
@@ -290,6 +329,8 @@ class PlanGenerator:
             files = candidate.files
         else:
             meta.update(plan=plan, repair_parsed_files=sorted(files))
+            if forced:
+                meta["refused"] = forced
         return Candidate(files, self.name, candidate.index, list(candidate.parents), prompt_hash(messages), None, meta)
 
 
