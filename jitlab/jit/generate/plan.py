@@ -236,7 +236,7 @@ def with_called_for(plan: dict, task: dict) -> tuple[dict, list[dict]]:
     unchanged."""
     if not isinstance(plan, dict) or not isinstance(plan.get("params", {}), dict):
         return plan, []
-    plan, changes = {**plan, "params": dict(plan.get("params") or {})}, []
+    given, plan, changes = plan, {**plan, "params": dict(plan.get("params") or {})}, []
 
     def put(role: str, cls: str, why: str):
         key = "hooks" if role == "H" else role
@@ -253,6 +253,8 @@ def with_called_for(plan: dict, task: dict) -> tuple[dict, list[dict]]:
             names = [p.rpartition(":")[2] for p in partners]
             if plan.get("hooks" if other == "H" else other) not in names:
                 put(other, names[0], f"{names[0]} is a partner of {cls}")
+    if not changes:
+        return given, []
     if not plan["params"]:
         del plan["params"]
     return plan, changes
