@@ -39,7 +39,8 @@ skips a finished step whose inputs are unchanged, whose folder is still there an
 (``after``: Stage II reads Stage I's adapter) ran after it; the stages themselves resume a killed training from its
 last checkpoint. A step whose folder holds a run of other inputs (it ran, or was stopped, before the config or
 the data it reads changed: the stage refuses to resume it, ConfigDrift) starts over, its old folder kept as
-``<step>.replaced-<k>``.
+``<step>.replaced-<k>``. Each policy's evaluation folder records the adapter it evaluated (``policy.json``), so a
+stage trained again into the same path is evaluated afresh, not given the old weights' results.
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ from jitlab.train.config import (
 )
 from jitlab.train.data import build_stage1
 from jitlab.train.evaluate import evaluate_generator
-from jitlab.train.records import write_json
+from jitlab.train.records import file_sha256, write_json
 from jitlab.train.repair_data import build_stage2
 from jitlab.train.report import EVAL_COLUMNS, pipeline_figures
 from jitlab.train.stage1 import run_stage1
@@ -245,6 +246,7 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
     out = Path(out)
     result = {}
     for policy, backbone in (policies or policy_backbones(cfg, out)).items():
+        _claim(out / mode / policy, backbone)
         if mode == "validity":
             result[policy] = evaluate_generator(
                 backbone, out / mode / policy, suite=cfg.suite, split=cfg.eval_split, limit=eval_limit_of(cfg, policy),
@@ -259,6 +261,22 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
             summary = json.loads((run_jit(jit) / "summary.json").read_text())
             result[policy] = {k: summary.get(k) for k in EVAL_COLUMNS[1:]}
     return result
+
+
+def _claim(folder: Path, backbone: str) -> None:
+    """Make ``folder`` the evaluation of ``backbone``'s weights as they are now (``policy.json``: the backbone and its
+    adapter's sha256): one holding another adapter's (a stage trained again into the same path) is set aside as
+    ``<policy>.replaced-<k>``, since a rerun would otherwise return or resume the old weights' results. A folder
+    without the record (made before it existed) is taken as the current weights'."""
+    path = backbone.removeprefix("hf:")
+    weights = Path(path) / "adapter_model.safetensors"
+    now = {"backbone": backbone, "sha256": file_sha256(weights) if backbone.startswith("hf:") and weights.is_file()
+           else None}
+    mark = folder / "policy.json"
+    if mark.is_file() and json.loads(mark.read_text()) != now:
+        _set_aside(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(mark, now)
 
 
 def _common(cfg: PipelineConfig) -> dict:
@@ -291,7 +309,8 @@ def _wire_data2(cfg: PipelineConfig, out: Path) -> dict:
 
 
 def _wire_stage2(cfg: PipelineConfig, out: Path) -> dict:
-    return {"data": str(out / "data2"), "stage1": _adapter(out, "stage1"), "formats": [cfg.format], **_common(cfg),
+    return {"data": str(out / "data2"), "stage1": _adapter(out, "stage1"), "formats": [cfg.format],
+            "rehearsal": str(out / "data1") if (out / "data1" / "sft.jsonl").is_file() else None, **_common(cfg),
             **_train(cfg)}
 
 

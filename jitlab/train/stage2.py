@@ -8,7 +8,10 @@ on top of a Stage I adapter when given; then repair success within ``eval_rounds
 
 Data: ``repairs.jsonl`` of ``jitlab train data stage2`` (:mod:`jitlab.train.repair_data`), rows of split ``train``
 whose ``format`` is in ``formats``; each row's prompt is exactly the generator's repair prompt, so the loss is on the
-fix only (TRL's ``completion_only_loss`` default for prompt-completion rows).
+fix only (TRL's ``completion_only_loss`` default for prompt-completion rows). With ``rehearsal`` (a Stage I data
+folder; the pipeline passes its own) Stage I's SFT examples are trained on among them, so the policy keeps writing
+Stage I's plans on a plan prompt: without it, TextWorld's Stage II (12 steps on 34 repairs) turned the Stage I
+policy's plan into ReAct's on 12 of its 18 test tasks (docs/measurements.md, the pipeline's third run).
 
 Phases and files under ``out`` (the conventions of :mod:`jitlab.train.common`, as Stage I):
 
@@ -75,6 +78,7 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
         import torch
         torch.set_num_threads(cfg.threads)
     common.check_reporters(cfg)
+    rehearsed = _rehearsal(cfg.rehearsal)
     rows, _ = load_repairs(cfg.data, "train", cfg.formats)
     out = Path(out)
     base, below = cfg.base, []
@@ -85,9 +89,12 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
         base, below = adapter_chain(cfg.stage1)
     hashes = {"repairs.jsonl": file_sha256(Path(cfg.data) / "repairs.jsonl"),
               "stage1": [file_sha256(Path(b) / "adapter_model.safetensors") for b in below]}
+    if cfg.rehearsal:
+        hashes["rehearsal"] = file_sha256(Path(cfg.rehearsal) / "sft.jsonl")
     manifest = open_run(out, "stage2", fingerprint(cfg, hashes), {
         "config": asdict(cfg), "data": hashes, "base": base, "below": [str(b) for b in below],
-        "counts": {"train": len(rows), "by_format": {f: sum(r["format"] == f for r in rows) for f in cfg.formats}}})
+        "counts": {"train": len(rows), "by_format": {f: sum(r["format"] == f for r in rows) for f in cfg.formats},
+                   "rehearsal": len(rehearsed)}})
 
     def sft_trainer(folder: Path):
         from datasets import Dataset
@@ -97,12 +104,12 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
             tokenizer, model = load_adapter(cfg.stage1, load_base)
         else:
             tokenizer, model = load_base(base)
-        kept = fitting(tokenizer, rows, cfg.max_length, "stage2 sft")
+        kept = fitting(tokenizer, rows + rehearsed, cfg.max_length, "stage2 sft")
         dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in kept])
         args = SFTConfig(**training_arguments(cfg, folder, len(kept)), packing=False)
         return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                          peft_config=lora_config(cfg)), len(rows) - len(kept)
-    manifest["phases"]["sft"] = train_phase("sft", out, sft_trainer, rows, base, below)
+                          peft_config=lora_config(cfg)), len(rows) + len(rehearsed) - len(kept)
+    manifest["phases"]["sft"] = train_phase("sft", out, sft_trainer, rows + rehearsed, base, below)
     manifest["adapter"] = link_adapter(out, out / "sft" / "adapter")
     write_json(out / "manifest.json", manifest)
     summary_path = out / "eval" / "summary.json"
@@ -116,6 +123,18 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
                                            allow_unisolated=cfg.allow_unisolated)
         write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _rehearsal(folder: str | None) -> list[dict]:
+    """The SFT examples (prompt, completion) of a Stage I data folder, trained on among the repairs (the trainer
+    shuffles them together; [] without one); ConfigError when the folder holds no sft.jsonl."""
+    if not folder:
+        return []
+    path = Path(folder) / "sft.jsonl"
+    if not path.is_file():
+        raise ConfigError(f"--rehearsal {folder}: no sft.jsonl there; pass a Stage I data folder (jitlab train data "
+                          "stage1 --out DIR)")
+    return [{"prompt": r["prompt"], "completion": r["completion"]} for r in read_jsonl(path)]
 
 
 class _Pinned:

@@ -93,6 +93,29 @@ def test_a_step_whose_folder_holds_a_run_of_other_inputs_starts_over_and_keeps_t
     assert step["inputs"]["max_steps"] == 3 and (tmp_path / "baselines").is_dir()
 
 
+def test_an_evaluation_of_an_adapter_trained_again_into_the_same_path_is_set_aside(tmp_path):
+    """Session 26: Stage II was to be trained again (with rehearsal) into stage2/adapter; its validity summary and
+    streaming run would have been returned or resumed for the new weights, since both key on the adapter's path."""
+    from jitlab.train.pipeline import _claim
+    adapter, folder = tmp_path / "stage2" / "adapter", tmp_path / "validity" / "stage2"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_model.safetensors").write_bytes(b"first weights")
+    _claim(folder, f"hf:{adapter}")
+    (folder / "summary.json").write_text("{}")
+    _claim(folder, f"hf:{adapter}")                                  # the same weights: kept
+    assert (folder / "summary.json").is_file() and not (tmp_path / "validity" / "stage2.replaced-1").exists()
+    (adapter / "adapter_model.safetensors").write_bytes(b"trained again")
+    _claim(folder, f"hf:{adapter}")
+    assert (tmp_path / "validity" / "stage2.replaced-1" / "summary.json").is_file()
+    assert sorted(p.name for p in folder.iterdir()) == ["policy.json"]
+    base = tmp_path / "validity" / "base"
+    base.mkdir()
+    (base / "summary.json").write_text("{}")                         # made before the record existed: adopted
+    _claim(base, "embedded")
+    assert (base / "summary.json").is_file() and json.loads((base / "policy.json").read_text()) == \
+        {"backbone": "embedded", "sha256": None}
+
+
 def test_pipeline_run_names_the_folder_as_the_command_did_from_the_repository_root(tmp_path, monkeypatch):
     """Notebooks 02-04 open a pipeline's run through it: the config from its YAML, the folder relative when inside
     the checkout (the records hold the paths `jitlab train pipeline --out runs/pipeline/<suite>` wrote)."""

@@ -55,6 +55,19 @@ def test_run_refuses_missing_data_and_a_non_adapter_stage1(tmp_path, data):
         run_stage2(Stage2Config(data=str(data), stage1=str(tmp_path)), tmp_path / "o")
 
 
+def test_rehearsal_reads_a_stage1_data_folder_and_refuses_one_without_sft(tmp_path):
+    """Stage II can train on Stage I's SFT examples beside the repairs (the pipeline passes its own data1): without
+    them TextWorld's Stage II turned the Stage I plan into ReAct's on 12 of 18 test tasks."""
+    from jitlab.train.stage2 import _rehearsal, run_stage2
+    assert _rehearsal(None) == []
+    row = {"prompt": [{"role": "user", "content": "Task: ..."}], "completion": [{"role": "assistant", "content": "{}"}],
+           "task_id": "t", "reward": 1.0}
+    (tmp_path / "sft.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({**row, "task_id": "u"}) + "\n")
+    assert _rehearsal(str(tmp_path)) == [{"prompt": row["prompt"], "completion": row["completion"]}] * 2
+    with pytest.raises(ConfigError, match="--rehearsal .*: no sft.jsonl there"):
+        run_stage2(Stage2Config(data="d", rehearsal=str(tmp_path / "none")), tmp_path / "o")
+
+
 def test_train_and_heldout_rows_are_disjoint(data):
     from jitlab.train.stage2 import load_repairs
     train, _ = load_repairs(data, "train", ["plan", "code"])

@@ -10,9 +10,9 @@ from jitlab.train.config import Stage2Config, Stage2DataConfig
 from jitlab.train.repair_data import build_stage2
 
 pytestmark = pytest.mark.slow
-# plan repair prompts are 568-603 tokens with SmolLM2's chat template (the plan prompt + the broken reply + the
-# diagnostic): 640 is the least that trains on the fix
-TINY = {"max_length": 640, "steps": 2, "grad_accum": 1, "save_steps": 1, "threads": 2, "report_to": "none",
+# plan repair prompts are 1,052-1,087 tokens with SmolLM2's chat template (the plan prompt, which now states the
+# couplings, + the broken reply + the diagnostic; 568-603 before): 1,152 trains on every fix
+TINY = {"max_length": 1152, "steps": 2, "grad_accum": 1, "save_steps": 1, "threads": 2, "report_to": "none",
         "eval_limit": 1}
 
 
@@ -37,11 +37,17 @@ def test_two_step_stage2_stacks_and_evaluates(data, tmp_path, capsys):
     from jitlab.llm import get_backbone
     from jitlab.runtime import Budget, LLMHandle
     from jitlab.sandbox import probe
-    from jitlab.train.stage2 import run_stage2
-    first = run_stage2(Stage2Config(data=str(data), eval=False, allow_unisolated=not probe()[0], **TINY),
-                       tmp_path / "a")
+    from jitlab.train.stage2 import load_repairs, run_stage2
+    stage1 = tmp_path / "data1"          # one Stage I example trained on beside the repairs (rehearsal)
+    stage1.mkdir()
+    (stage1 / "sft.jsonl").write_text(json.dumps({"prompt": [{"role": "user", "content": "Write a plan."}],
+                                                  "completion": [{"role": "assistant", "content": "{}"}]}) + "\n")
+    first = run_stage2(Stage2Config(data=str(data), eval=False, allow_unisolated=not probe()[0], rehearsal=str(stage1),
+                                    **TINY), tmp_path / "a")
     record = first["phases"]["sft"]
     assert record["global_step"] == 2 and math.isfinite(record["first_loss"]) and math.isfinite(record["last_loss"])
+    assert record["examples"] == len(load_repairs(data, "train", ["plan"])[0]) + 1 == \
+        first["counts"]["train"] + first["counts"]["rehearsal"]
     assert "eval" not in first
 
     config = tmp_path / "b.yaml"
