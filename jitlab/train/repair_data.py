@@ -5,8 +5,10 @@ harnesses, whose fix is the known-good original (:mod:`jitlab.train.faults`).
     manifest = build_stage2(Stage2DataConfig(suite="textworld", stage1_data="runs/train/data1"), "runs/train/data2")
     jitlab train data stage2 --out runs/train/data2 [--set stage1_data=runs/train/data1]
 
-Inputs: the seed harnesses (baselines excluded) and, optionally, the plans of a Stage I data folder. Each input is
-validated first (``repair.validate_files`` with a smoke episode); only valid inputs are broken.
+Inputs: the seed harnesses (baselines excluded) and, optionally, the plans of a Stage I data folder: one per task
+whose plan earned some reward, its repair prompts showing that task (the seeds' show the suite's first dev task), so
+repair examples teach each task's own plan as Stage I does. Each input is validated first (``repair.validate_files``
+with a smoke episode, on the first dev task); only valid inputs are broken.
 
 Code format: each operator that applies breaks one file; the broken files are validated and kept only if
 validation fails. The diagnostic is the one validation really reported (``kind_expected`` records the operator's
@@ -84,31 +86,40 @@ def repair_prompt(generator: str, files: dict, diagnostic: dict, task: dict, rep
     return recorder.messages
 
 
-def _inputs(cfg: Stage2DataConfig) -> list[tuple[str, dict]]:
+def _inputs(cfg: Stage2DataConfig) -> list[tuple[str, dict, tuple[str, str] | None]]:
+    """(name, files, (split, task id) of a Stage I example or None) of each input."""
     out = []
     if cfg.seeds:
         for name in seed_names():
             files = read_files(seed_bank_dir() / name)
             if not describe_files(files).get("baseline"):
-                out.append((name, files))
+                out.append((name, files, None))
     if cfg.stage1_data:
         path = Path(cfg.stage1_data) / "sft.jsonl"
         if not path.is_file():
             raise ConfigError(f"--stage1-data {cfg.stage1_data}: no sft.jsonl; build it with "
                               "`jitlab train data stage1`")
-        seen = set()
-        for row in read_jsonl(path):
-            if row["plan"] not in seen:
-                seen.add(row["plan"])
-                out.append((f"stage1:{row['task_id']}", plan_files(json.loads(row["plan"]), "teacher")))
+        for row in read_jsonl(path):   # one per task: its plan, shown with that task's prompt
+            if (row.get("reward") or 0) > 0 and f"stage1:{row['task_id']}" not in {n for n, *_ in out}:
+                out.append((f"stage1:{row['task_id']}", plan_files(json.loads(row["plan"]), "teacher"),
+                            (row.get("split") or "train", row["task_id"])))
     if cfg.only:
-        missing = sorted(set(cfg.only) - {name for name, _ in out})
+        missing = sorted(set(cfg.only) - {name for name, *_ in out})
         if missing:
-            raise ConfigError(f"--only: no input named {', '.join(missing)}; inputs: {', '.join(n for n, _ in out)}")
-        out = [(name, files) for name, files in out if name in cfg.only]
+            raise ConfigError(f"--only: no input named {', '.join(missing)}; inputs: {', '.join(n for n, *_ in out)}")
+        out = [i for i in out if i[0] in cfg.only]
     if not out:
         raise ConfigError("no input harness: keep seeds: true or pass --set stage1_data=<Stage I data folder>")
     return out
+
+
+def _task(suite, split: str, task_id: str):
+    """The task ``task_id`` of ``suite``'s ``split`` (a Stage I example's task); ConfigError when it is not there."""
+    for spec in suite.tasks(split):
+        if spec.id == task_id:
+            return spec
+    raise ConfigError(f"--stage1-data: task {task_id} is not in {suite.name}'s {split} split; build Stage I data on "
+                      f"the same suite (--suite {suite.name})")
 
 
 def build_stage2(cfg: Stage2DataConfig, out: str | Path) -> dict:
@@ -117,11 +128,12 @@ def build_stage2(cfg: Stage2DataConfig, out: str | Path) -> dict:
     if unknown:
         raise ConfigError(f"--ops: unknown operator(s) {', '.join(unknown)}; known: "
                           f"{', '.join([*CODE_FAULTS, *PLAN_FAULTS])}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     suite = get_suite(cfg.suite)
     task = suite.tasks("dev")[0]
-    public = task.public()
+    inputs = _inputs(cfg)
+    about = {name: _task(suite, *source) if source else task for name, _, source in inputs}   # before writing
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     config = RepairConfig(max_rounds=0, smoke_steps=cfg.smoke_steps, allow_unisolated=cfg.allow_unisolated)
     cache_path = out / "validation.json"
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
@@ -139,12 +151,13 @@ def build_stage2(cfg: Stage2DataConfig, out: str | Path) -> dict:
     rows, drops = [], {"invalid_input": [], "fault_passed_validation": 0}
     code_ops = [op for op in (cfg.ops or CODE_FAULTS) if op in CODE_FAULTS]
     plan_ops = [op for op in (cfg.ops or PLAN_FAULTS) if op in PLAN_FAULTS]
-    for name, files in _inputs(cfg):
+    for name, files, _ in inputs:
         if not validate(files)["ok"]:
             drops["invalid_input"].append(name)
             continue
         held = name in cfg.heldout_seeds
-        base = {"input": name, "input_sha": harness_sha(files), "suite": cfg.suite, "task_id": task.id}
+        public = about[name].public()       # a Stage I plan: its own task's prompt
+        base = {"input": name, "input_sha": harness_sha(files), "suite": cfg.suite, "task_id": about[name].id}
         if "code" in cfg.formats:
             for fault in inject(files, code_ops):
                 check = validate(fault.broken)

@@ -71,6 +71,34 @@ def test_held_out_inputs_and_operators_are_split_off(data):
     assert {r["split"] for r in rows} == {"train", "heldout"}
 
 
+def test_stage1_plans_are_inputs_per_task_shown_with_their_own_task(tmp_path):
+    """Session 26: every repair prompt showed the suite's first dev task (a coin game) and most fixes were ReAct-like
+    seeds' plans, so Stage II taught 'coin or treasure game -> ReAct'. A Stage I plan is now an input per task whose
+    plan earned reward, its repair prompts showing that task; a plan that earned nothing is no input."""
+    from jitlab.envs.base import get_suite
+    from jitlab.sandbox import probe
+    plan = json.dumps({"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"})
+    tasks = get_suite("toy").tasks("train")
+    (tmp_path / "data1").mkdir()
+    (tmp_path / "data1" / "sft.jsonl").write_text("".join(
+        json.dumps({"task_id": t.id, "split": "train", "plan": plan, "reward": r}) + "\n"
+        for t, r in zip(tasks, (1.0, 0.0, 0.5))))
+    cfg = Stage2DataConfig(suite="toy", seeds=False, stage1_data=str(tmp_path / "data1"), formats=["plan"],
+                           allow_unisolated=not probe()[0])
+    build_stage2(cfg, tmp_path / "data2")
+    rows = [json.loads(line) for line in (tmp_path / "data2" / "repairs.jsonl").read_text().splitlines()]
+    assert {r["input"] for r in rows} == {f"stage1:{tasks[0].id}", f"stage1:{tasks[2].id}"}
+    for r in rows:
+        task = tasks[0] if r["input"].endswith(tasks[0].id) else tasks[2]
+        assert r["task_id"] == task.id and task.description in r["prompt"][0]["content"]
+        assert json.loads(r["completion"][0]["content"]) == json.loads(plan)
+    with pytest.raises(ConfigError, match="task nope is not in toy's train split"):
+        (tmp_path / "data1" / "sft.jsonl").write_text(json.dumps({"task_id": "nope", "split": "train", "plan": plan,
+                                                                  "reward": 1.0}) + "\n")
+        build_stage2(cfg, tmp_path / "data3")
+    assert not (tmp_path / "data3").exists()                          # refused before anything is written
+
+
 def test_bad_options_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="--formats must be code and/or plan"):
         Stage2DataConfig(formats=["prose"])
