@@ -174,7 +174,8 @@ def evaluate_repair(backbone, data: str | Path, out: str | Path, formats=("plan"
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data_cfg = manifest.get("config") or {}
-    inputs = dict(_inputs(Stage2DataConfig(**data_cfg))) if any(r["format"] == "code" for r in rows) else {}
+    inputs = {name: files for name, files, _ in _inputs(Stage2DataConfig(**data_cfg))} \
+        if any(r["format"] == "code" for r in rows) else {}
     model = get_backbone(backbone) if isinstance(backbone, str) else backbone
     backbone = backbone if isinstance(backbone, str) else model.id
     policy = LLMHandle(model, Budget(max_tokens=10 ** 7), None, seed=0, phase="repair")

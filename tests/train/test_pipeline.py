@@ -263,7 +263,7 @@ def test_each_policy_plays_its_own_prefix_in_both_evaluations(tmp_path, monkeypa
 
     def streaming(jit):
         seen["streaming", Path(jit.out).name] = jit.limit
-        Path(jit.out).mkdir(parents=True)
+        Path(jit.out).mkdir(parents=True, exist_ok=True)   # the pipeline made it (policy.json)
         (Path(jit.out) / "summary.json").write_text("{}")
         return Path(jit.out)
     monkeypatch.setattr(pipeline, "evaluate_generator", validity)
