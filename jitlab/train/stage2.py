@@ -188,7 +188,8 @@ def evaluate_repair(backbone, data: str | Path, out: str | Path, formats=("plan"
     records = []
     for row in rows:
         suite = get_suite(row["suite"])
-        task = next(t for t in suite.tasks("dev") if t.id == row["task_id"])
+        # the task its prompt shows: the suite's first dev task, or a Stage I input's own (train) task
+        task = next(t for split in suite.splits for t in suite.tasks(split) if t.id == row["task_id"])
         cand, first = _broken_candidate(row, inputs, f"{row['format']}:{backbone}")
         record = {k: row.get(k) for k in ("format", "op", "kind", "input", "split", "suite", "task_id")}
         if cand is None:

@@ -94,3 +94,23 @@ def test_heldout_evaluation_counts_real_repairs(data, tmp_path, fmt):
     assert bad["n"] == 2 and bad["repaired"] == 0 and bad["by_format"][fmt] == {"n": 2, "repaired": 0}
     logged = [json.loads(line) for line in (tmp_path / "bad" / "repairs.jsonl").read_text().splitlines()]
     assert len(logged) == 4 and {t["outcome"] for t in logged} <= {"unchanged", "still_broken"}
+
+
+def test_a_stage1_input_is_repaired_on_its_own_train_task(tmp_path):
+    """Session 26: Stage II data from Stage I's plans shows each plan's own (train) task; the held-out evaluation
+    looked its task up among the dev tasks only and stopped the pipeline."""
+    from jitlab.envs.base import get_suite
+    from jitlab.sandbox import probe
+    from jitlab.train.stage2 import evaluate_repair, load_repairs
+    plan = json.dumps({"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"})
+    task = get_suite("toy").tasks("train")[1]
+    (tmp_path / "data1").mkdir()
+    (tmp_path / "data1" / "sft.jsonl").write_text(json.dumps({"task_id": task.id, "split": "train", "plan": plan,
+                                                              "reward": 1.0}) + "\n")
+    build_stage2(Stage2DataConfig(suite="toy", seeds=False, stage1_data=str(tmp_path / "data1"), formats=["plan"],
+                                  allow_unisolated=not probe()[0]), tmp_path / "data2")
+    held, _ = load_repairs(tmp_path / "data2", "heldout", ["plan"])
+    assert held and {r["task_id"] for r in held} == {task.id}
+    done = evaluate_repair(Oracle(held), tmp_path / "data2", tmp_path / "eval", ["plan"], rounds=1,
+                           allow_unisolated=not probe()[0])
+    assert done["n"] == len(held) and done["repaired"] == len(held)
