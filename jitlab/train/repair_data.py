@@ -99,8 +99,10 @@ def _inputs(cfg: Stage2DataConfig) -> list[tuple[str, dict, tuple[str, str] | No
         if not path.is_file():
             raise ConfigError(f"--stage1-data {cfg.stage1_data}: no sft.jsonl; build it with "
                               "`jitlab train data stage1`")
+        seen = set()
         for row in read_jsonl(path):   # one per task: its plan, shown with that task's prompt
-            if (row.get("reward") or 0) > 0 and f"stage1:{row['task_id']}" not in {n for n, *_ in out}:
+            if (row.get("reward") or 0) > 0 and row["task_id"] not in seen:
+                seen.add(row["task_id"])
                 out.append((f"stage1:{row['task_id']}", plan_files(json.loads(row["plan"]), "teacher"),
                             (row.get("split") or "train", row["task_id"])))
     if cfg.only:
