@@ -55,6 +55,7 @@ from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.experiments import run_grid, seed_harnesses
 from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields, check_number
 from jitlab.jit.inference import JITConfig, run_jit
+from jitlab.llm.hf import release
 from jitlab.paths import repo_root
 from jitlab.run_options import Isolation
 from jitlab.runner import RunConfig
@@ -260,6 +261,8 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
                                "k_references": max(1, k_references(cfg)), **cfg.eval_options})
             summary = json.loads((run_jit(jit) / "summary.json").read_text())
             result[policy] = {k: summary.get(k) for k in EVAL_COLUMNS[1:]}
+        if backbone.startswith("hf:"):   # each policy's model is loaded once: free it before the next (~3 GB each)
+            release(backbone.removeprefix("hf:").partition("#")[0])
     return result
 
 

@@ -370,3 +370,28 @@ def test_models_with_sliding_window_layers_run_without_prefix_reuse():
                            num_key_value_heads=1, sliding_window=8)
     assert not hf._full_attention_only(MistralForCausalLM(config))
     assert hf._full_attention_only(_tiny_engine(0).model)
+
+
+def test_release_ends_the_worker_and_frees_the_engine(tmp_path):
+    """jitlab.llm.hf.release (the pipeline frees each policy's model once evaluated): the batching worker serves what
+    it holds, ends, and nothing keeps the engine alive; a backbone still holding it gets a clear error."""
+    import gc
+    import queue
+    import weakref
+    engine = _tiny_engine(0)
+    engine._queue, engine._callers, engine._callers_lock = queue.Queue(), {}, threading.Lock()
+    engine._worker, engine._closed, engine.window, engine.max_batch, engine.linger_s = None, False, 0.0, 4, 1.0
+    key = (str(tmp_path.resolve()), None, "cpu", "float32", None)
+    hf._ENGINES[key] = engine
+    greedy = (("max_new_tokens", 3), ("temperature", 0.0), ("top_p", None), ("seed", None), ("stop", ()))
+    assert len(engine.submit([5, 6, 7], greedy).tokens) == 3          # starts the worker
+    worker, ref = engine._worker, weakref.ref(engine)
+    assert hf.release(tmp_path) == 1 and key not in hf._ENGINES
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    with pytest.raises(Exception, match="released"):
+        engine.submit([5, 6], greedy)
+    del engine
+    gc.collect()
+    assert ref() is None
+    assert hf.release(tmp_path) == 0

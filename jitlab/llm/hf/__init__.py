@@ -68,7 +68,7 @@ from jitlab.errors import ConfigError
 from jitlab.llm.base import backend_config
 
 # the package's parts, one job each; their names are re-exported here (callers and tests use jitlab.llm.hf.<name>)
-from jitlab.llm.hf.engine import _ENGINES, _Engine, _engine, _plain_prompt, _Request  # noqa: F401
+from jitlab.llm.hf.engine import _ENGINES, _Engine, _engine, _plain_prompt, _Request, release  # noqa: F401
 from jitlab.llm.hf.internals import _GROWTH, _cache_arg, _full_attention_only, _growing_cache  # noqa: F401
 from jitlab.llm.hf.load import _load, _parse_spec, gguf_folder, load_base, materialize_gguf  # noqa: F401
 from jitlab.llm.hf.packaged import (  # noqa: F401
@@ -91,7 +91,7 @@ from jitlab.llm.pricing import find_price, resolve_pricing
 from jitlab.protocol import Completion
 
 __all__ = ["EMBEDDED_ID", "EMBEDDED_INSTALL", "GEMMA_ID", "GEMMA_INSTALL", "HFBackbone", "HFConfig", "chat_params",
-           "embedded", "embedded_gguf_path", "gemma3_270m", "gemma_gguf_path", "keep_last", "load_base"]
+           "embedded", "embedded_gguf_path", "gemma3_270m", "gemma_gguf_path", "keep_last", "load_base", "release"]
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,10 @@
 ``generate`` calls, reusing cached prefixes (see the package docstring, "Batching" and "Prefix reuse")."""
 from __future__ import annotations
 
+import ctypes
+import gc
 import queue
+import sys
 import threading
 import time
 from pathlib import Path
@@ -80,6 +83,7 @@ class _Engine:
         self._callers_lock = threading.Lock()
         self.linger_s = 1.0
         self._worker: threading.Thread | None = None
+        self._closed = False                  # released (jitlab.llm.hf.release): the worker ends, nothing is served
         self.batches: list[int] = []          # sizes of the generate calls made (for tests/benchmarks)
         self.prefix: _PrefixCache | None = _PrefixCache(512 << 20)   # None: no prefix reuse
         self.reusable = _full_attention_only(self.model)                # else self.prefix is never used
@@ -114,6 +118,8 @@ class _Engine:
             return len(self._callers)
 
     def submit(self, ids: list[int], gen: tuple) -> _Request:
+        if self._closed:
+            raise InfraError("local model engine was released (jitlab.llm.hf.release); make a new backbone")
         request = _Request(ids, gen)
         if self._worker is None:
             with self._callers_lock:
@@ -160,10 +166,17 @@ class _Engine:
                     key=lambda s: len(group[s + n - 1].ids) - len(group[s].ids))
         return group[start:start + n]
 
+    def close(self) -> None:
+        """End the batching worker once what it holds is served, so the engine (weights, prefix cache) can be freed."""
+        self._closed = True
+        self._queue.put(None)                 # wakes a worker waiting on an empty queue
+
     def _serve(self) -> None:
         pending: list[_Request] = []
-        while True:
-            pending += self._collect(len(pending))
+        while not (self._closed and not pending):
+            pending += [r for r in self._collect(len(pending)) if r is not None]
+            if not pending:                   # close()'s wake-up
+                continue
             batch = self._pick(pending)
             pending = [r for r in pending if r not in batch]
             gens = [dict(r.gen) for r in batch]
@@ -341,6 +354,23 @@ _ENGINES: dict[tuple, _Engine] = {}
 
 
 _ENGINES_LOCK = threading.Lock()
+
+
+def release(directory: str | Path) -> int:
+    """Drop this process's engines loaded from ``directory`` (a model or adapter no longer used: each pipeline policy
+    once evaluated). Their memory goes when no backbone holds them; the freed heap is handed back to the system.
+    Returns how many were dropped."""
+    with _ENGINES_LOCK:
+        keys = [k for k in _ENGINES if k[0] == str(Path(directory).expanduser().resolve())]
+        for key in keys:
+            _ENGINES.pop(key).close()
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)   # glibc keeps freed heap pages otherwise
+        except (OSError, AttributeError):             # another C library: nothing to hand back
+            pass
+    return len(keys)
 
 
 def _engine(directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool,
