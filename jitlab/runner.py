@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from jitlab import memory
 from jitlab.envs.base import checked_tasks, get_suite, make_env
 from jitlab.errors import ConfigError, InfraError
 from jitlab.fields import REPEATS_MAX, check_fields
@@ -140,6 +141,7 @@ def drive_episode(suite, task, make_agent, llm: LLMHandle, budget: Budget, seed:
             agent.close()
         if env is not None:
             env.close()
+        memory.trim()    # the episode's freed arrays go back to the system (jitlab/memory.py)
     return result
 
 

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 
+from jitlab import memory
 from jitlab.errors import ConfigError
 from jitlab.llm import hf
 from jitlab.llm.base import backend_config
@@ -102,6 +103,7 @@ class OpenVINOBackbone:
         self.price = find_price(resolve_pricing(cfg.pricing), self.id, hf.EMBEDDED_ID)   # the same model's price
         key = (weights, cfg.precision, cfg.threads, cfg.pin_threads, cfg.max_batch, cfg.kv_cache_gb, cfg.step_tokens,
                cfg.prefix_reuse)
+        memory.steady_heap()
         with _ENGINES_LOCK:
             if key not in _ENGINES:
                 gguf = hf.embedded_gguf_path()

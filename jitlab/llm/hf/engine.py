@@ -2,14 +2,13 @@
 ``generate`` calls, reusing cached prefixes (see the package docstring, "Batching" and "Prefix reuse")."""
 from __future__ import annotations
 
-import ctypes
 import gc
 import queue
-import sys
 import threading
 import time
 from pathlib import Path
 
+from jitlab import memory
 from jitlab.errors import ConfigError, InfraError
 from jitlab.llm.hf.internals import _cache_arg, _full_attention_only, _growing_cache, _last_logits_only
 from jitlab.llm.hf.load import _load
@@ -365,17 +364,14 @@ def release(directory: str | Path) -> int:
         for key in keys:
             _ENGINES.pop(key).close()
     gc.collect()
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)   # glibc keeps freed heap pages otherwise
-        except (OSError, AttributeError):             # another C library: nothing to hand back
-            pass
+    memory.trim()
     return len(keys)
 
 
 def _engine(directory: Path, gguf_file: str | None, device: str, dtype: str, convert: bool,
             quantize: str | None = None) -> _Engine:
     key = (str(directory), gguf_file, device, dtype, quantize)
+    memory.steady_heap()
     with _ENGINES_LOCK:                      # load once per process, even when threads race here
         if key not in _ENGINES:
             _ENGINES[key] = _Engine(directory, gguf_file, device, dtype, convert, quantize)
