@@ -145,7 +145,7 @@ def test_compose_picks_the_mechanisms_that_fit_the_task():
     game = gen.generate(GAME_TASK, [], index=0)
     assert game.meta["choices"]["A"]["path"] == "jitlab.modules.likelihood:LikelihoodAction"
     assert game.meta["choices"]["H"]["path"] != NO_HOOKS and "hooks.py" in game.files
-    assert game.meta["choices"]["A"]["params"] == {"state": "auto"} and grid["P"]["params"] == {"bonus": 8.0}
+    assert game.meta["choices"]["A"]["params"] == {"state": "auto", "margin": 1.0} and grid["P"]["params"] == {"bonus": 8.0}
     # the prior planners' partner memory keeps the observation events they parse (a folding memory starves them)
     assert grid["M"]["path"] == "jitlab.modules.basic:FullHistory"
     # a picked hooks option is parameterised by its preset (RuleHooks with every rule off would do nothing)
