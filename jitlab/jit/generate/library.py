@@ -184,6 +184,12 @@ FITS = {
 # baselines and helpers that are not choices for a harness
 _EXCLUDE = {"RandomAction", "SubAgent", "TaskDAG"}
 _PARAM_TYPES = (bool, int, float, str)
+
+
+def param_value(value) -> bool:
+    """Whether ``value`` can be a module parameter of a plan or a thin subclass: a bool, int, float or str, or a tuple
+    of strings (as the likelihood action's ``demote``, which BabyAI's navigator sets to ``()``)."""
+    return type(value) in _PARAM_TYPES or (type(value) is tuple and all(isinstance(x, str) for x in value))
 # a library traceback's file -> the role its classes play
 _LIBRARY_FILE_ROLE = {"memory.py": "M", "planning.py": "P", "policy.py": "F", "action.py": "A", "hooks.py": "H",
                       "likelihood.py": "A", "sql.py": "A", "navigation.py": "P", "grounding.py": "P",
@@ -256,7 +262,7 @@ def _params(cls) -> tuple:
     for f in dataclasses.fields(cls):
         if f.name.startswith("_") or not f.init or f.default is dataclasses.MISSING:
             continue
-        if type(f.default) in _PARAM_TYPES:
+        if param_value(f.default):
             out.append((f.name, f.default, str(f.metadata.get("help", ""))))
     return tuple(out)
 
@@ -419,7 +425,7 @@ def _library_choice(role: str, text: str) -> Choice | None:
             continue
         return None  # methods or other code: not a thin subclass
     known = opt.defaults()
-    if any(k not in known or type(v) not in _PARAM_TYPES for k, v in params.items()):
+    if any(k not in known or not param_value(v) for k, v in params.items()):
         return None
     return Choice(role, "library", opt.path, params, label=opt.label, source="library")
 

@@ -175,6 +175,8 @@ def parse_plan(reply: str) -> dict:
 
 
 def _param_ok(value, default) -> bool:
+    if isinstance(default, tuple):   # a JSON list of strings (plan_text writes a tuple as one)
+        return isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value)
     if isinstance(default, bool) or isinstance(value, bool):
         return isinstance(value, bool) and isinstance(default, bool)
     if isinstance(default, float):
@@ -207,8 +209,10 @@ def check_plan(plan: dict, task: dict | None = None) -> dict[str, Choice]:
             if key not in defaults:
                 raise PlanError(f"{name} has no parameter {key!r}; it has {', '.join(defaults) or 'none'}")
             if not _param_ok(value, defaults[key]):
-                raise PlanError(f"{name}.{key} must be {type(defaults[key]).__name__}, got {value!r}")
-        choices[role] = Choice(role, "library", opt.path, dict(given), label=opt.label, source="plan")
+                kind = "a list of strings" if isinstance(defaults[key], tuple) else type(defaults[key]).__name__
+                raise PlanError(f"{name}.{key} must be {kind}, got {value!r}")
+        given = {k: tuple(v) if isinstance(defaults[k], tuple) else v for k, v in given.items()}
+        choices[role] = Choice(role, "library", opt.path, given, label=opt.label, source="plan")
     extra = sorted(set(params) - {*ROLES, "H"})
     if extra:
         raise PlanError(f"params for unknown role(s) {', '.join(extra)}; roles are {', '.join(ROLES)}, H (hooks)")

@@ -40,7 +40,8 @@ def test_every_library_seed_is_a_plan_that_renders_back_to_itself():
 
 def test_the_small_model_harnesses_read_back_as_plans_with_their_own_prompts():
     """Issue 30: their episodes are Stage I's teacher evidence, so their designs must read back as plans (their own
-    prompts are ``seed:small_model/<name>``); the navigator's action sets a tuple field, which a plan cannot."""
+    prompts are ``seed:small_model/<name>``), the navigator's too: its action sets a tuple of strings (``demote: ()``),
+    which a plan's JSON writes as a list."""
     from jitlab.harness import small_model_names
     plans = {name: plan_of(read_files(seed_bank_dir() / name)) for name in small_model_names()}
     assert plans["small_model/explorer"] == {
@@ -48,10 +49,15 @@ def test_the_small_model_harnesses_read_back_as_plans_with_their_own_prompts():
         "prompt": "seed:small_model/explorer", "params": {"A": {"info_last": False}, "M": {"max_chars": 2000}}}
     assert plans["small_model/sql"]["A"] == "SqlAction" and plans["small_model/sql"]["prompt"] == "seed:small_model/sql"
     assert plans["small_model/realised_react"]["prompt"] == "seed:react"    # ReAct's prompt: no name of its own
-    assert plans["small_model/navigator"] is None
+    assert plans["small_model/navigator"]["params"]["A"] == {"state": "text", "demote": ()}
     for name, plan in plans.items():
-        if plan is not None:
-            assert plan_of(plan_files(plan)) == plan, name
+        assert plan is not None, name
+        assert plan_of(plan_files(plan)) == plan, name
+        assert plan_of(plan_files(json.loads(plan_text(plan)))) == plan, name   # through the JSON a generator writes
+    bad = json.loads(plan_text(plans["small_model/navigator"]))
+    bad["params"]["A"]["demote"] = ["look", 3]
+    with pytest.raises(PlanError, match="LikelihoodAction.demote must be a list of strings"):
+        check_plan(bad)
 
 
 def test_a_plan_renders_the_five_files_with_its_parameters():
