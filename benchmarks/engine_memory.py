@@ -8,10 +8,11 @@ recorded thread a thread of its own, at the recorded concurrency) through one en
 reads its resident memory (VmRSS) after each stream and its peak (VmHWM) at the end:
 
 - ``glibc defaults``, the baseline: jitlab.memory's settings switched off;
+- ``trim``: ``malloc_trim`` after each recorded thread's calls, glibc's threshold kept;
 - ``jitlab``: as a run has them (jitlab/memory.py): the fixed mmap threshold the engines set, and ``malloc_trim``
   after each recorded thread's calls, as after each episode.
 
-Printed: RSS after each round and the peak, with the ratio jitlab / baseline, and each arm's wall time with its ratio
+Printed: RSS after each round and the peak, with each arm's ratio to the baseline, and each arm's wall time with its ratio
 (the settings' cost). The load average and the CPU's AVX-512 flags are printed: read the ratios, not the absolute
 numbers. A stream's replies are not checked here (benchmarks/replay.py does that).
 """
@@ -29,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from replay import RECORDINGS, cpu_flags, engine, load_stream, warm  # noqa: E402
 
-ARMS = {"baseline": "glibc defaults", "jitlab": "jitlab (mmap threshold 1 MiB, trim per episode)"}
+ARMS = {"baseline": "glibc defaults", "trim": "trim per episode only",
+        "jitlab": "jitlab (mmap threshold 1 MiB, trim per episode)"}
 
 
 def rss_mb(key: str = "VmRSS") -> int:
@@ -42,8 +44,9 @@ def rss_mb(key: str = "VmRSS") -> int:
 def run_arm(arm: str, spec: str, streams: list[str], rounds: int, max_calls: int | None) -> dict:
     """One arm in this process: the replays and the memory after each stream."""
     from jitlab import memory
-    if arm == "baseline":   # before any engine exists, so its steady_heap() call does nothing
+    if arm != "jitlab":     # before any engine exists, so its steady_heap() call does nothing
         memory.steady_heap = lambda: False
+    if arm == "baseline":
         memory.trim = lambda: False
     llm = engine(spec)
     warm(llm)
@@ -89,14 +92,18 @@ def main() -> None:
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         results[arm] = json.loads(out.strip().splitlines()[-1])
         print(f"{ARMS[arm]}: {results[arm]['wall_s']:.0f} s", flush=True)
-    base, ours = results["baseline"], results["jitlab"]
-    print("\n| after | glibc defaults RSS | jitlab RSS | ratio |\n|---|---|---|---|")
+    base, others = results["baseline"], [a for a in ARMS if a != "baseline"]
+    print("\n| after | glibc defaults | " + " | ".join(f"{a} (ratio)" for a in others) + " |")
+    print("|---" * (len(others) + 2) + "|")
     last = len(args.streams)
+
+    def row(label: str, b: float, got: list, unit: str) -> None:
+        print(f"| {label} | {b:.0f} {unit} | " + " | ".join(f"{g:.0f} {unit} ({g / b:.2f}x)" for g in got) + " |")
     for i in range(last - 1, len(base["after"]), last):   # the end of each round
-        b, j = base["after"][i]["rss_mb"], ours["after"][i]["rss_mb"]
-        print(f"| round {base['after'][i]['round']} | {b} MB | {j} MB | {j / b:.2f}x |")
-    print(f"| peak (VmHWM) | {base['peak_mb']} MB | {ours['peak_mb']} MB | {ours['peak_mb'] / base['peak_mb']:.2f}x |")
-    print(f"| wall | {base['wall_s']:.0f} s | {ours['wall_s']:.0f} s | {ours['wall_s'] / base['wall_s']:.2f}x |")
+        row(f"round {base['after'][i]['round']} RSS", base["after"][i]["rss_mb"],
+            [results[a]["after"][i]["rss_mb"] for a in others], "MB")
+    row("peak (VmHWM)", base["peak_mb"], [results[a]["peak_mb"] for a in others], "MB")
+    row("wall", base["wall_s"], [results[a]["wall_s"] for a in others], "s")
 
 
 if __name__ == "__main__":
