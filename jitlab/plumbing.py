@@ -36,16 +36,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 def set_aside(path: str | Path, pattern: str = "{stem}.{stamp}{suffix}") -> Path | None:
     """Move ``path`` and its SQLite side files (``-wal``, ``-shm``, ``-journal``) to a new name beside it, so a fresh
     file can take its place and the old one is kept. ``pattern`` makes the new name from ``name``, ``stem``,
-    ``suffix`` and ``stamp`` (``%Y%m%d-%H%M%S``). Returns the new path; None when nothing was at ``path``."""
+    ``suffix``, ``stamp`` (``%Y%m%d-%H%M%S``) and ``k`` (1, 2, ...: the first free one). Returns the new path; None
+    when nothing was at ``path``."""
     path = Path(path)
     if not path.exists():
         return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(pattern.format(name=path.name, stem=path.stem, suffix=path.suffix, stamp=stamp))
-    n = 1
-    while target.exists():  # two set asides within a second: never overwrite the first
-        target = path.with_name(pattern.format(name=path.name, stem=path.stem, suffix=path.suffix, stamp=f"{stamp}-{n}"))
-        n += 1
+    stamp, k = time.strftime("%Y%m%d-%H%M%S"), 1
+    names = {"name": path.name, "stem": path.stem, "suffix": path.suffix}
+    target = path.with_name(pattern.format(**names, stamp=stamp, k=k))
+    while target.exists():  # another set aside took that name: never overwrite it
+        k += 1
+        target = path.with_name(pattern.format(**names, stamp=stamp if "{k}" in pattern else f"{stamp}-{k - 1}", k=k))
     os.replace(path, target)
     for side in SQLITE_SIDE_FILES:
         if Path(f"{path}{side}").exists():

@@ -57,6 +57,7 @@ from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields, chec
 from jitlab.jit.inference import JITConfig, run_jit
 from jitlab.llm.hf import release
 from jitlab.paths import repo_root
+from jitlab.plumbing import set_aside
 from jitlab.run_options import Isolation
 from jitlab.runner import RunConfig
 from jitlab.train.config import (
@@ -82,6 +83,8 @@ __all__ = ["PIPELINE", "POLICIES", "STEPS", "PipelineConfig", "Step", "check_sta
            "eval_limit_of", "evaluate_policies", "k_references",
            "pipeline_run", "policy_backbones", "read_manifest", "repair_before", "run_pipeline", "run_steps",
            "stage_overrides"]
+
+REPLACED = "{name}.replaced-{k}"   # the name a folder holding other inputs is kept under (plumbing.set_aside)
 
 POLICIES = ("base", "stage1", "stage2", "stage3")
 
@@ -277,7 +280,7 @@ def _claim(folder: Path, backbone: str) -> None:
            else None}
     mark = folder / "policy.json"
     if mark.is_file() and json.loads(mark.read_text()) != now:
-        _set_aside(folder)
+        set_aside(folder, REPLACED)
     folder.mkdir(parents=True, exist_ok=True)
     write_json(mark, now)
 
@@ -498,7 +501,7 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
         except ConfigDrift:   # its folder holds a run of other inputs (a stage or run refuses it before writing)
             if not (out / name).is_dir():
                 raise
-            aside = _set_aside(out / name)
+            aside = set_aside(out / name, REPLACED)
             if echo:
                 echo(f"{name}: {out / name} held a run with other inputs, kept as {aside}; starting over")
             inputs, outputs = STEP_TABLE[name].run(cfg, out)
@@ -511,15 +514,6 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
         if echo:
             echo(f"{name}: done in {manifest['steps'][name]['wall_s']} s")
     return manifest
-
-
-def _set_aside(folder: Path) -> Path:
-    """Rename ``folder`` to the first free ``<name>.replaced-<k>`` beside it (nothing is deleted); returns the new path."""
-    k = 1
-    while (aside := folder.with_name(f"{folder.name}.replaced-{k}")).exists():
-        k += 1
-    folder.rename(aside)
-    return aside
 
 
 def _stale(manifest: dict, out: Path, name: str) -> str | None:
