@@ -151,7 +151,7 @@ _COMMAND_TOOL = ("act",)
 FITS = {
     # "auto" states: the task's text does not say whether its observations name rooms; margin 1.0: the backbone
     # decides only where it leads the runner-up clearly (chosen on TextWorld dev for small_model/explorer_margin; as
-    # the JIT's preset, the 121-task mixed dev stream went 83 -> 88 of 121, 5 W / 0 L: docs/measurements.md)
+    # the JIT's preset, the 121-task mix went 83 -> 88 of 121 on dev, 76 -> 79 on test: docs/measurements.md)
     "jitlab.modules.likelihood:LikelihoodAction": Fit(tools=_COMMAND_TOOL, words=_TEXT_GAME,
                                                       partners={"P": _PRIOR_PLANNERS}, params={"state": "auto", "margin": 1.0},
                                                       prompt="choose"),
@@ -190,6 +190,8 @@ def param_value(value) -> bool:
     """Whether ``value`` can be a module parameter of a plan or a thin subclass: a bool, int, float or str, or a tuple
     of strings (as the likelihood action's ``demote``, which BabyAI's navigator sets to ``()``)."""
     return type(value) in _PARAM_TYPES or (type(value) is tuple and all(isinstance(x, str) for x in value))
+
+
 # a library traceback's file -> the role its classes play
 _LIBRARY_FILE_ROLE = {"memory.py": "M", "planning.py": "P", "policy.py": "F", "action.py": "A", "hooks.py": "H",
                       "likelihood.py": "A", "sql.py": "A", "navigation.py": "P", "grounding.py": "P",
