@@ -58,7 +58,7 @@ from jitlab.train.common import policy_generator
 from jitlab.train.config import Stage1DataConfig
 from jitlab.train.records import file_sha256, versions, write_json, write_jsonl
 
-__all__ = ["Evidence", "PlanStats", "build_stage1", "collect_evidence", "pareto_pairs", "prefers"]
+__all__ = ["Evidence", "PlanStats", "build_stage1", "collect_evidence", "pareto_pairs", "prefers", "task_index"]
 
 
 @dataclass
@@ -206,7 +206,7 @@ def pareto_pairs(stats: list[PlanStats], limit: int) -> list[tuple[PlanStats, Pl
     return sorted(pairs, key=rank)[:limit]
 
 
-def _task_index(suites: set[str]) -> dict[str, tuple]:
+def task_index(suites: set[str]) -> dict[str, tuple]:
     """task id -> (split, TaskSpec) for every split of the given suites."""
     out = {}
     for name in sorted(suites):
@@ -245,7 +245,7 @@ def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     evidence, drops = collect_evidence(cfg)
     drops.update(not_a_plan=0, test_split=0, other_split=0, unknown_task=0)
-    tasks = _task_index({e.suite for e in evidence if e.suite})
+    tasks = task_index({e.suite for e in evidence if e.suite})
     # (task, plan) -> evidence rows
     groups: dict[tuple[str, str], list[Evidence]] = {}
     plan_cache: dict[str, str | None] = {}

@@ -47,6 +47,7 @@ from jitlab.runtime import Budget, LLMHandle
 from jitlab.train import common
 from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
 from jitlab.train.config import Stage2Config, Stage2DataConfig
+from jitlab.train.data import task_index
 from jitlab.train.faults import inject
 from jitlab.train.records import file_sha256, read_jsonl, write_json, write_jsonl
 from jitlab.train.repair_data import _inputs
@@ -187,10 +188,11 @@ def evaluate_repair(backbone, data: str | Path, out: str | Path, formats=("plan"
     (out / "repairs.jsonl").unlink(missing_ok=True)   # a rerun evaluates afresh
     log = RepairLog(out / "repairs.jsonl")
     records = []
+    # the task each prompt shows: the suite's first dev task, or a Stage I input's own (train) task
+    tasks = task_index({row["suite"] for row in rows})
     for row in rows:
         suite = get_suite(row["suite"])
-        # the task its prompt shows: the suite's first dev task, or a Stage I input's own (train) task
-        task = next(t for split in suite.splits for t in suite.tasks(split) if t.id == row["task_id"])
+        task = tasks[row["task_id"]][1]
         cand, first = _broken_candidate(row, inputs, f"{row['format']}:{backbone}")
         record = {k: row.get(k) for k in ("format", "op", "kind", "input", "split", "suite", "task_id")}
         if cand is None:
