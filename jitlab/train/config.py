@@ -297,7 +297,8 @@ class Stage3Config(TrainingCommon, SpendCaps, EpisodeWall, Isolation):
                                                                   "decoded tokens per task", "choices": ["calls", "tokens"]})
     executor: str = field(default="embedded", metadata={"help": "frozen backbone that runs the candidates' episodes",
                                                         "nonempty": True})
-    episode_steps: int = field(default=5, metadata={"help": "step cap of each evaluation episode", "min": 1, **STEPS_MAX})
+    episode_steps: int = field(default=5, metadata={
+        "help": "step cap of each evaluation episode (0: the task's own step budget)", "min": 0, **STEPS_MAX})
     smoke_steps: int = field(default=2, metadata={"help": "validation smoke steps", "min": 0, **STEPS_MAX})
     fallback_incumbent: str = field(default="react", metadata={
         "help": "seed that stands as incumbent for a family the bank has no evaluation of", "nonempty": True})

@@ -10,12 +10,12 @@ Per step: one training task (of ``split``, never test), its plan prompt (``plan:
 ``k_references`` references the starting bank retrieves for the task, as in Stage I's data and at inference), G
 sampled plans (with ``format: code``: ``code:<backbone>``'s prompt and G sampled file sets, the files a reply lacks
 taken from the first reference). Each plan is parsed and rendered (``plan_files``), validated in the sandbox
-(``validate_files``, a smoke episode on a sibling dev task) and, when valid, run for ``episode_steps`` steps on the
-task in the sandbox with the frozen ``executor`` (replay cache on). The family's incumbent (``Bank.incumbent``;
-``fallback_incumbent`` seed when the bank has none) is run the same way on the same task and seed. Evaluations are
-cached by (harness sha, task, seed) in ``evaluations.json``, so repeated plans and incumbents cost nothing. Channels
-and gating: jitlab.train.evo. The latency channel uses a deterministic proxy (backbone calls, or decoded tokens, per
-task), never wall seconds.
+(``validate_files``, a smoke episode on a sibling dev task) and, when valid, run for ``episode_steps`` steps (0: the
+task's own budget) on the task in the sandbox with the frozen ``executor`` (replay cache on). The family's incumbent
+(``Bank.incumbent``; ``fallback_incumbent`` seed when the bank has none) is run the same way on the same task and
+seed. Evaluations are cached by (harness sha, task, seed) in ``evaluations.json``, so repeated plans and incumbents
+cost nothing. Channels and gating: jitlab.train.evo. The latency channel uses a deterministic proxy (backbone calls,
+or decoded tokens, per task), never wall seconds.
 
 Bank (``out/bank.sqlite``, a fresh B0 or a copy of ``bank``): the incumbent's evaluation is recorded; a gated-in
 candidate (valid, keeps or beats the incumbent's reward) is admitted under ``bank_admission`` (``gate``, the default
@@ -135,7 +135,7 @@ class PlanEvaluator:
         folder = write_harness(files, self.workdir / "harnesses" / sha)
         llm = LLMHandle(self.executor, Budget(max_tokens=10 ** 6), self.replay, seed=cfg.seed, phase="execute",
                         spend=self.spend)
-        budget = Budget(max_steps=cfg.episode_steps, max_wall_s=cfg.max_wall_s)
+        budget = Budget(max_steps=cfg.episode_steps or None, max_wall_s=cfg.max_wall_s)   # 0: the task's own
         result, _ = sandboxed_episode(self.suite, task, folder, llm, budget, cfg.seed, config.sandbox())
         latency = llm.calls if cfg.latency_proxy == "calls" else llm.completion_tokens
         meta.update(status=result.status, success=result.success, tokens=llm.tokens, calls=llm.calls,

@@ -46,6 +46,23 @@ def test_plans_are_validated_run_and_cached_and_scored_against_the_incumbent(tmp
     assert len(rewards.records) == 2     # one evaluation for the four channel functions
 
 
+def test_episode_steps_0_plays_the_tasks_own_budget(tmp_path):
+    # BabyAI's Stage III at the default 5 steps: every candidate solved the same families and failed the same others,
+    # so no group's valid candidates differed in outcome; null plays each candidate for the task's own step budget
+    from jitlab.envs.base import get_suite
+    from jitlab.llm import get_backbone
+    from jitlab.sandbox import probe
+    from jitlab.train.stage3 import PlanEvaluator
+    suite = get_suite("toy")
+    task = suite.tasks("dev")[0]
+    calls = {}
+    for steps in (1, 0):
+        cfg = Stage3Config(suite="toy", executor="scripted:pick-first", episode_steps=steps, smoke_steps=1,
+                           allow_unisolated=not probe()[0])
+        calls[steps] = PlanEvaluator(suite, get_backbone(cfg.executor), cfg, tmp_path / str(steps)).plan(REACT, task)
+    assert calls[1].meta["calls"] == 1 and calls[0].meta["calls"] == task.max_steps > 1
+
+
 def test_fewer_tasks_than_grad_accum_still_fill_trls_generation_batch():
     # before: 1 task with grad_accum 4 gave TRL's RepeatSampler an incomplete chunk, dropped, so GRPO trained 0 steps
     from trl.trainer.utils import RepeatSampler
