@@ -24,7 +24,8 @@ from jitlab.viz.figures import collect as _collect
 from jitlab.viz.figures import pairings
 from jitlab.viz.tables import rate_cell
 
-__all__ = ["FIGURES", "ROWS", "Row", "collect", "exports", "results_root", "rows", "run_dirs", "summaries", "table"]
+__all__ = ["FIGURES", "GAPS", "ROWS", "Row", "collect", "exports", "gap_runs", "results_root", "rows", "run_dirs",
+           "summaries", "table"]
 
 FIGURES = {
     "fig4": "Figures 4 and 5 (notebook 06): every published row of a suite's test split, cost vs success",
@@ -97,6 +98,18 @@ ROWS = (
 )
 
 
+# docs/measurements.md, section "The four rows on the 30-task mixed stream": the exports `jitlab gap` builds the table
+# from (notebook 09 draws them): the fixed harnesses on the mix's dev side (the choices) and on its test side, and the
+# JIT rows on the test side, by label. The 121-task stream joins when its last fixed row (sql on test) is exported
+_FIXED = ("explorer_margin", "navigator", "sql")
+GAPS = {
+    "mix-30": {"dev": tuple(f"mix-30/mix30dev-{h}" for h in _FIXED), "test": tuple(f"mix-30/mix30-{h}" for h in _FIXED),
+               "jit": {"streaming": "mix-30/mix30-jit-stream", "static": "mix-30/mix30-jit-static",
+                       "harness-only control": "mix-30/mix30-jit-control",
+                       "streaming, shuffle 1": "mix-30/mix30-jit-stream-shuffle1"}},
+}
+
+
 def results_root() -> Path:
     """``results/`` of the source checkout."""
     return repo_root() / "results"
@@ -133,6 +146,21 @@ def run_dirs(figure: str, suite: str | None = None, root: str | Path | None = No
             raise ConfigError(f"{row.label} ({row.suite}) joins {len(paths)} exports; read it with collect()")
         out.setdefault(row.suite, {})[row.method.removeprefix("jit-")] = paths[0]
     return out
+
+
+def gap_runs(name: str, root: str | Path | None = None) -> tuple[list[Path], list[Path], dict[str, Path]]:
+    """The (dev, test, jit) exports of the published gap table ``name`` (a key of ``GAPS``), as ``jitlab.gap.gap_table``
+    takes them; each must exist."""
+    if name not in GAPS:
+        raise ConfigError(f"unknown published gap table {name!r}; one of {', '.join(GAPS)}")
+    base = Path(root or results_root())
+    spec = GAPS[name]
+    paths = [base / e for e in (*spec["dev"], *spec["test"], *spec["jit"].values())]
+    missing = [str(p) for p in paths if not (p / "run.json").is_file()]
+    if missing:
+        raise ConfigError(f"gap table {name}: no export at {', '.join(missing)} (see results/README.md)")
+    return ([base / e for e in spec["dev"]], [base / e for e in spec["test"]],
+            {label: base / e for label, e in spec["jit"].items()})
 
 
 SUMMARY_COLUMNS = ["suite", "harness", "backbone", "run_dir", "n_episodes", "success_rate", "mean_reward",

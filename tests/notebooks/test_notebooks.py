@@ -239,6 +239,14 @@ def test_07_by_default_reads_the_engineer_table_export(tmp_path):
                  ["hint_after", "Reply with the whole hooks.py", "0.50 (3/6; 0.19–0.81)", "eng-sft"])
 
 
+def test_09_by_default_builds_the_published_gap_table_from_its_exports(tmp_path):
+    _default_run("09_one_vs_per_task.ipynb", tmp_path,
+                 ["0.47 (14/30; 0.30–0.64)",                  # (a) the best single fixed harness, chosen on dev
+                  "0.70 (21/30; 0.52–0.83)",                  # (b) the per-family oracle and the streaming JIT
+                  "results/mix-30/mix30dev-navigator"],       # the exports, named from the repository root
+                 figures_out="figures")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name, expect, paths", [
     ("01_seed_bank.ipynb", ["0.30 (3/10; 0.11–0.60)", "agentfold"], {"figures_out": "figures"}),   # Table 2 goes there
