@@ -81,3 +81,22 @@ def test_repair_finds_the_role_from_a_library_traceback(toy_task, references, ha
     fixed = gen.repair(cand, {"kind": "runtime_error", "file": None, "traceback": tb, "message": "bad"},
                        toy_task.public(), llm)
     assert fixed.meta["repaired_role"] == "M"
+
+
+def test_auto_copies_an_incumbent_that_mostly_works_with_the_chance_it_works():
+    # until session 28 an incumbent with any reward below 1 was always mutated: on the 121-task mix's BabyAI tasks
+    # every task after the first, each a scored composition and sometimes a worse design
+    import random
+
+    from jitlab.jit.generate import Reference
+    gen = ComposeGenerator(None, ComposeConfig())
+
+    def ref(reward):
+        return Reference("a" * 64, "design", "", {}, 1.0, True, reward)
+
+    def drawn(reward):
+        return [gen._strategy([ref(reward)], 0, random.Random(seed)) for seed in range(400)]
+    assert set(drawn(1.0)) == {"copy"} and set(drawn(0.0)) == {"score"}
+    share = drawn(0.75).count("copy") / 400
+    assert 0.65 < share < 0.85 and set(drawn(0.75)) == {"copy", "mutate"}
+    assert gen._strategy([ref(0.75)], 1, random.Random(0)) == "mutate"     # the later candidates keep their schedule
