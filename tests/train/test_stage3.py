@@ -48,7 +48,7 @@ def test_plans_are_validated_run_and_cached_and_scored_against_the_incumbent(tmp
 
 def test_episode_steps_0_plays_the_tasks_own_budget(tmp_path):
     # BabyAI's Stage III at the default 5 steps: every candidate solved the same families and failed the same others,
-    # so no group's valid candidates differed in outcome; null plays each candidate for the task's own step budget
+    # so no group's valid candidates differed in outcome; 0 plays each candidate for the task's own step budget
     from jitlab.envs.base import get_suite
     from jitlab.llm import get_backbone
     from jitlab.sandbox import probe
