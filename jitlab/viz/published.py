@@ -100,13 +100,17 @@ ROWS = (
 
 # docs/measurements.md, section "The four rows on the 30-task mixed stream": the exports `jitlab gap` builds the table
 # from (notebook 09 draws them): the fixed harnesses on the mix's dev side (the choices) and on its test side, and the
-# JIT rows on the test side, by label. The 121-task stream joins when its last fixed row (sql on test) is exported
+# JIT rows on the test side, by label; and "The four rows on the 121-task mixed test stream"
 _FIXED = ("explorer_margin", "navigator", "sql")
 GAPS = {
     "mix-30": {"dev": tuple(f"mix-30/mix30dev-{h}" for h in _FIXED), "test": tuple(f"mix-30/mix30-{h}" for h in _FIXED),
                "jit": {"streaming": "mix-30/mix30-jit-stream", "static": "mix-30/mix30-jit-static",
                        "harness-only control": "mix-30/mix30-jit-control",
                        "streaming, shuffle 1": "mix-30/mix30-jit-stream-shuffle1"}},
+    "mix-121": {"dev": tuple(f"mix-121/mix121dev-{h}" for h in _FIXED),
+                "test": tuple(f"mix-121/mix121-{h}" for h in _FIXED),
+                "jit": {"streaming": "mix-121/mix121-jit-m3", "streaming, margin preset only": "mix-121/mix121-jit-stream-margin",
+                        "harness-only control": "mix-121/mix121-jit-control"}},
 }
 
 
