@@ -132,10 +132,14 @@ def rows(figure: str, suite: str | None = None) -> list[Row]:
 
 def exports(row: Row, root: str | Path | None = None) -> list[Path]:
     """The export folders of ``row`` under ``root`` (default :func:`results_root`); each must exist."""
-    paths = [Path(root or results_root()) / e for e in row.exports]
+    return _present([Path(root or results_root()) / e for e in row.exports], f"{row.label} ({row.suite})")
+
+
+def _present(paths: list[Path], what: str) -> list[Path]:
+    """``paths``, each an export (its run.json there), else a one-line ConfigError naming ``what`` and the missing."""
     missing = [str(p) for p in paths if not (p / "run.json").is_file()]
     if missing:
-        raise ConfigError(f"{row.label} ({row.suite}): no export at {', '.join(missing)} (see results/README.md)")
+        raise ConfigError(f"{what}: no export at {', '.join(missing)} (see results/README.md)")
     return paths
 
 
@@ -157,14 +161,11 @@ def gap_runs(name: str, root: str | Path | None = None) -> tuple[list[Path], lis
     takes them; each must exist."""
     if name not in GAPS:
         raise ConfigError(f"unknown published gap table {name!r}; one of {', '.join(GAPS)}")
-    base = Path(root or results_root())
-    spec = GAPS[name]
-    paths = [base / e for e in (*spec["dev"], *spec["test"], *spec["jit"].values())]
-    missing = [str(p) for p in paths if not (p / "run.json").is_file()]
-    if missing:
-        raise ConfigError(f"gap table {name}: no export at {', '.join(missing)} (see results/README.md)")
-    return ([base / e for e in spec["dev"]], [base / e for e in spec["test"]],
-            {label: base / e for label, e in spec["jit"].items()})
+    base, spec = Path(root or results_root()), GAPS[name]
+    dev, test = [base / e for e in spec["dev"]], [base / e for e in spec["test"]]
+    jit = {label: base / e for label, e in spec["jit"].items()}
+    _present([*dev, *test, *jit.values()], f"gap table {name}")
+    return dev, test, jit
 
 
 SUMMARY_COLUMNS = ["suite", "harness", "backbone", "run_dir", "n_episodes", "success_rate", "mean_reward",

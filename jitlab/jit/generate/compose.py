@@ -395,7 +395,7 @@ class ComposeGenerator:
             choices = self._pick(task, llm, rng if strategy == "sample" else None, record)
         return self._candidate(choices, strategy, parents, index, note, task, llm, refused=refused)
 
-    def _strategy(self, references: list[Reference], index: int, rng: random.Random | None = None) -> str:
+    def _strategy(self, references: list[Reference], index: int, rng: random.Random) -> str:
         s = self.config.strategy
         if s == "auto":
             top = references[0] if references else None
@@ -405,7 +405,7 @@ class ComposeGenerator:
                 elif top is not None and top.evaluated and (top.mean_reward or 0) > 0:
                     # reused as often as it works, mutated with the chance it fails (until session 28: always mutated;
                     # on the 121-task mix's dev side the same 88 of 121 with the history preset, at 0.75x the tokens)
-                    s = "copy" if rng is not None and rng.random() < (top.mean_reward or 0) else "mutate"
+                    s = "copy" if rng.random() < (top.mean_reward or 0) else "mutate"
                 else:
                     s = "score"
             else:
