@@ -81,16 +81,18 @@ gemma: setup
 lab: setup
 	$(BIN)/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-# docs/notebooks/: an executed HTML copy of each notebook, run with its default parameters: the figure notebooks
-# (01, 05-08) read the committed exports under results/ and take seconds; 00 runs the embedded model; 02-04 train
-# and share one pipeline folder. Reruns skip notebooks that finished ok (remove runs/docs/<notebook> to redo one).
+# docs/notebooks/: an executed HTML copy of each notebook: the figure notebooks (01, 05-08) read the committed exports
+# under results/ and take seconds; 00 runs the embedded model; 02-04 show the finished TextWorld pipeline of
+# `make pipeline` (runs/pipeline/textworld: every step done, so they read its records; notebooks/grids/train_pipeline.yaml).
+# Reruns skip notebooks that finished ok (remove runs/docs/<notebook> to redo one).
 DOCS_NOTEBOOKS := 00_quickstart 01_seed_bank 05_static_vs_streaming 06_cost_performance 07_harness_engineer \
   08_inspect_a_run
 docs-notebooks: setup
 	for nb in $(DOCS_NOTEBOOKS); do $(BIN)/jitlab batch notebooks/$$nb.ipynb --grid notebooks/grids/defaults.yaml \
 	  --out runs/docs/$$nb --parallel 1 --html docs/notebooks || exit 1; done
+	@test -f runs/pipeline/textworld/pipeline.json || { echo "docs-notebooks: 02-04 show the TextWorld pipeline: run make pipeline first"; exit 1; }
 	for nb in 02_stage1_customization 03_stage2_repair 04_stage3_evo_gdpo; do \
-	  $(BIN)/jitlab batch notebooks/$$nb.ipynb --grid notebooks/grids/train_docs.yaml \
+	  $(BIN)/jitlab batch notebooks/$$nb.ipynb --grid notebooks/grids/train_pipeline.yaml \
 	  --out runs/docs/$$nb --parallel 1 --html docs/notebooks || exit 1; done
 
 bench: setup
