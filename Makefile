@@ -81,12 +81,12 @@ gemma: setup
 lab: setup
 	$(BIN)/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-# docs/notebooks/: an executed HTML copy of each notebook: the figure notebooks (01, 05-08) read the committed exports
+# docs/notebooks/: an executed HTML copy of each notebook: the figure notebooks (01, 05-09) read the committed exports
 # under results/ and take seconds; 00 runs the embedded model; 02-04 show the finished TextWorld pipeline of
 # `make pipeline` (runs/pipeline/textworld: every step done, so they read its records; notebooks/grids/train_pipeline.yaml).
 # Reruns skip notebooks that finished ok (remove runs/docs/<notebook> to redo one).
 DOCS_NOTEBOOKS := 00_quickstart 01_seed_bank 05_static_vs_streaming 06_cost_performance 07_harness_engineer \
-  08_inspect_a_run
+  08_inspect_a_run 09_one_vs_per_task
 docs-notebooks: setup
 	for nb in $(DOCS_NOTEBOOKS); do $(BIN)/jitlab batch notebooks/$$nb.ipynb --grid notebooks/grids/defaults.yaml \
 	  --out runs/docs/$$nb --parallel 1 --html docs/notebooks || exit 1; done

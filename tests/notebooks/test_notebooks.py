@@ -241,9 +241,10 @@ def test_07_by_default_reads_the_engineer_table_export(tmp_path):
 
 def test_09_by_default_builds_the_published_gap_table_from_its_exports(tmp_path):
     _default_run("09_one_vs_per_task.ipynb", tmp_path,
-                 ["0.47 (14/30; 0.30–0.64)",                  # (a) the best single fixed harness, chosen on dev
-                  "0.70 (21/30; 0.52–0.83)",                  # (b) the per-family oracle and the streaming JIT
-                  "results/mix-30/mix30dev-navigator"],       # the exports, named from the repository root
+                 ["0.38 (46/121; 0.30–0.47)",                 # (a) the best single fixed harness, chosen on dev
+                  "0.65 (79/121; 0.56–0.73)",                 # (b) the per-family oracle
+                  "0.67 (81/121; 0.58–0.75)",                 # the streaming JIT
+                  "results/mix-121/mix121dev-navigator"],     # the exports, named from the repository root
                  figures_out="figures")
 
 

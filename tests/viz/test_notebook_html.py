@@ -109,7 +109,7 @@ def test_the_committed_copies_draw_their_plots_with_no_network():
 
 # the copies of the figure notebooks (issue 44 part 3); the training notebooks 02-04 are regenerated elsewhere
 FIGURE_COPIES = ["01_seed_bank", "05_static_vs_streaming", "06_cost_performance", "07_harness_engineer",
-                 "08_inspect_a_run"]
+                 "08_inspect_a_run", "09_one_vs_per_task"]
 
 
 def _shown_text(page: Path) -> str:
@@ -138,6 +138,7 @@ def test_the_figure_notebooks_copies_show_the_published_rows():
               "05_static_vs_streaming": "0.77 (27/35; 0.61–0.88)",        # BabyAI's streaming JIT
               "06_cost_performance": "0.94 (34/36; 0.82–0.98)",           # explorer_margin, TextWorld test
               "07_harness_engineer": "0.50 (3/6; 0.19–0.81)",             # ReAct's engineer batch
-              "08_inspect_a_run": "results/full-budget-textworld-test/textworld-react"}
+              "08_inspect_a_run": "results/full-budget-textworld-test/textworld-react",
+              "09_one_vs_per_task": "0.67 (81/121; 0.58–0.75)"}           # the streaming JIT on the 121-task mix
     for name, text in expect.items():
         assert text in _shown_text(DOCS / f"{name}.html"), name
