@@ -110,7 +110,7 @@ GAPS = {
     "mix-121": {"dev": tuple(f"mix-121/mix121dev-{h}" for h in _FIXED),
                 "test": tuple(f"mix-121/mix121-{h}" for h in _FIXED),
                 "jit": {"streaming": "mix-121/mix121-jit-m3", "streaming, shuffle 1": "mix-121/mix121-jit-shuffle1",
-                        "streaming, shuffle 2": "mix-121/mix121-jit-shuffle2",
+                        "streaming, shuffle 2": "mix-121/mix121-jit-shuffle2", "static": "mix-121/mix121-jit-static",
                         "harness-only control": "mix-121/mix121-jit-control-presets",
                         "streaming, margin preset only": "mix-121/mix121-jit-stream-margin",
                         "harness-only control, margin preset only": "mix-121/mix121-jit-control"}},
