@@ -193,8 +193,8 @@ class Stage2Config(TrainingCommon, Isolation):
     formats: list = field(default_factory=lambda: ["plan"], metadata={
         "help": "repair formats trained on: plan and/or code (code prompts are ~3k tokens: GPU profile)"})
     rehearsal: str | None = field(default=None, metadata={
-        "help": "a Stage I data folder whose SFT examples are trained on beside the repairs, so the policy keeps "
-                "writing Stage I's plans on a plan prompt (the pipeline passes its own Stage I data)"})
+        "help": "a Stage I data folder whose best SFT example per task is trained on beside the repairs, so the policy "
+                "keeps writing Stage I's preferred plan on a plan prompt (the pipeline passes its own Stage I data)"})
     epochs: float = field(default=2.0, metadata={"help": "SFT epochs (when steps is not set)", "min_exclusive": 0})
     steps: int | None = field(default=None, metadata={"help": "SFT optimizer steps (overrides epochs)", "min": 1})
     learning_rate: float = field(default=2e-4, metadata={"help": "SFT learning rate", "min_exclusive": 0})

@@ -9,7 +9,7 @@ on top of a Stage I adapter when given; then repair success within ``eval_rounds
 Data: ``repairs.jsonl`` of ``jitlab train data stage2`` (:mod:`jitlab.train.repair_data`), rows of split ``train``
 whose ``format`` is in ``formats``; each row's prompt is exactly the generator's repair prompt, so the loss is on the
 fix only (TRL's ``completion_only_loss`` default for prompt-completion rows). With ``rehearsal`` (a Stage I data
-folder; the pipeline passes its own) Stage I's SFT examples are trained on among them. On repairs of the seeds'
+folder; the pipeline passes its own) each task's best Stage I SFT example is trained on among them. On repairs of the seeds'
 plans, all shown on one coin game, TextWorld's Stage II turned the Stage I policy's plan into ReAct's on 12 of its
 18 test tasks, and rehearsal alone did not stop it; with repairs of Stage I's own plans, each shown with its task
 (``data2: {seeds: false}``), the policy kept a Stage I plan on all 18 (docs/measurements.md, the third run).
@@ -31,6 +31,7 @@ the generator always uses the trained policy. A repair "succeeds" when validatio
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -91,8 +92,8 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
         base, below = adapter_chain(cfg.stage1)
     hashes = {"repairs.jsonl": file_sha256(Path(cfg.data) / "repairs.jsonl"),
               "stage1": [file_sha256(Path(b) / "adapter_model.safetensors") for b in below]}
-    if cfg.rehearsal:
-        hashes["rehearsal"] = file_sha256(Path(cfg.rehearsal) / "sft.jsonl")
+    if cfg.rehearsal:   # the rows rehearsed, not the file: a change in which rows are kept reruns the stage
+        hashes["rehearsal"] = hashlib.sha256(json.dumps(rehearsed, sort_keys=True).encode()).hexdigest()
     manifest = open_run(out, "stage2", fingerprint(cfg, hashes), {
         "config": asdict(cfg), "data": hashes, "base": base, "below": [str(b) for b in below],
         "counts": {"train": len(rows), "by_format": {f: sum(r["format"] == f for r in rows) for f in cfg.formats},
@@ -128,15 +129,21 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
 
 
 def _rehearsal(folder: str | None) -> list[dict]:
-    """The SFT examples (prompt, completion) of a Stage I data folder, trained on among the repairs (the trainer
-    shuffles them together; [] without one); ConfigError when the folder holds no sft.jsonl."""
+    """Each task's first SFT example (prompt, completion) of a Stage I data folder, trained on among the repairs (the
+    trainer shuffles them together; [] without one); ConfigError when the folder holds no sft.jsonl. Stage I data lists
+    a task's plans best first, so with ``examples_per_task`` > 1 only the best is rehearsed: rehearsing every one
+    trained DBBench's policy back onto the ReAct plan that Stage I's DPO had ranked below the sql plan (its greedy
+    plan on the test tasks: sql on 16 of 20 after Stage I, ReAct on 14 of 20 after Stage II; session 30)."""
     if not folder:
         return []
     path = Path(folder) / "sft.jsonl"
     if not path.is_file():
         raise ConfigError(f"--rehearsal {folder}: no sft.jsonl there; pass a Stage I data folder (jitlab train data "
                           "stage1 --out DIR)")
-    return [{"prompt": r["prompt"], "completion": r["completion"]} for r in read_jsonl(path)]
+    first = {}
+    for r in read_jsonl(path):
+        first.setdefault(r.get("task_id") or json.dumps(r["prompt"], sort_keys=True), r)
+    return [{"prompt": r["prompt"], "completion": r["completion"]} for r in first.values()]
 
 
 class _Pinned:

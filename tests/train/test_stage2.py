@@ -64,6 +64,11 @@ def test_rehearsal_reads_a_stage1_data_folder_and_refuses_one_without_sft(tmp_pa
            "task_id": "t", "reward": 1.0}
     (tmp_path / "sft.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({**row, "task_id": "u"}) + "\n")
     assert _rehearsal(str(tmp_path)) == [{"prompt": row["prompt"], "completion": row["completion"]}] * 2
+    # a task's second example (Stage I data lists a task's plans best first) is not rehearsed: rehearsing DBBench's
+    # ReAct plan beside its sql plan undid Stage I's DPO preference
+    worse = {**row, "completion": [{"role": "assistant", "content": '{"A": "ReActAction"}'}], "reward": 0.0}
+    (tmp_path / "sft.jsonl").write_text("\n".join(json.dumps(r) for r in (row, worse)) + "\n")
+    assert _rehearsal(str(tmp_path)) == [{"prompt": row["prompt"], "completion": row["completion"]}]
     with pytest.raises(ConfigError, match="--rehearsal .*: no sft.jsonl there"):
         run_stage2(Stage2Config(data="d", rehearsal=str(tmp_path / "none")), tmp_path / "o")
 
