@@ -9,10 +9,11 @@ on top of a Stage I adapter when given; then repair success within ``eval_rounds
 Data: ``repairs.jsonl`` of ``jitlab train data stage2`` (:mod:`jitlab.train.repair_data`), rows of split ``train``
 whose ``format`` is in ``formats``; each row's prompt is exactly the generator's repair prompt, so the loss is on the
 fix only (TRL's ``completion_only_loss`` default for prompt-completion rows). With ``rehearsal`` (a Stage I data
-folder; the pipeline passes its own) each task's best Stage I SFT example is trained on among them. On repairs of the seeds'
-plans, all shown on one coin game, TextWorld's Stage II turned the Stage I policy's plan into ReAct's on 12 of its
-18 test tasks, and rehearsal alone did not stop it; with repairs of Stage I's own plans, each shown with its task
-(``data2: {seeds: false}``), the policy kept a Stage I plan on all 18 (docs/measurements.md, the third run).
+folder; the pipeline passes its own) each task's best Stage I SFT example is trained on among them. On repairs of
+the seeds' plans, all shown on one coin game, TextWorld's Stage II turned the Stage I policy's plan into ReAct's on
+12 of its 18 test tasks, and rehearsal alone did not stop it; with repairs of Stage I's own plans, each shown with
+its task (``data2: {seeds: false}``), the policy kept a Stage I plan on all 18 (docs/measurements.md, the third
+run).
 
 Phases and files under ``out`` (the conventions of :mod:`jitlab.train.common`, as Stage I):
 
