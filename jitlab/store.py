@@ -49,7 +49,7 @@ from jitlab.status import FINAL, RETRY, Status  # re-exported: the episode statu
 
 __all__ = ["DB_NAME", "EXPORT_FORMAT", "EXPORT_MARKER", "FINAL", "LOCK_NAME", "NULL", "RETRY", "Status",
            "RunStore", "WriterLock", "connect_readonly", "fingerprint", "load", "make_dir", "prefix_reuse",
-           "transaction", "recorded_spend", "set_aside", "storage_error", "summarize"]
+           "transaction", "recorded_spend", "set_aside", "sole_writer", "storage_error", "summarize"]
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
@@ -190,6 +190,18 @@ class WriterLock:
         if self._fh is not None:
             self._fh.close()  # closing the descriptor drops the lock
             self._fh = None
+
+
+@contextlib.contextmanager
+def sole_writer(folder: str | Path, what: str, name: str = "writer.lock"):
+    """Hold a WriterLock on ``folder/name`` (the folder created first) while the block writes ``folder``: a second
+    process writing the same folder gets RunLocked naming the first (a training pipeline's folder, a policy's evaluation)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    lock = WriterLock(Path(folder) / name, what)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager

@@ -40,7 +40,10 @@ skips a finished step whose inputs are unchanged, whose folder is still there an
 last checkpoint. A step whose folder holds a run of other inputs (it ran, or was stopped, before the config or
 the data it reads changed: the stage refuses to resume it, ConfigDrift) starts over, its old folder kept as
 ``<step>.replaced-<k>``. Each policy's evaluation folder records the adapter it evaluated (``policy.json``), so a
-stage trained again into the same path is evaluated afresh, not given the old weights' results.
+stage trained again into the same path is evaluated afresh, not given the old weights' results. One process writes
+a pipeline folder, and one a policy's validity folder, at a time (``writer.lock``, jitlab.store.sole_writer): a second
+gets RunLocked naming the first; a policy's evaluation may run ahead of its step in another process (its own folder),
+and the step then finds it recorded.
 """
 from __future__ import annotations
 
@@ -60,6 +63,7 @@ from jitlab.paths import repo_root
 from jitlab.plumbing import set_aside
 from jitlab.run_options import Isolation
 from jitlab.runner import RunConfig
+from jitlab.store import sole_writer
 from jitlab.train.config import (
     FORMATS,
     Stage1Config,
@@ -480,40 +484,40 @@ def run_steps(cfg: PipelineConfig, out: str | Path, steps=STEPS, echo=None) -> d
         if name not in STEPS:
             raise ConfigError(f"unknown pipeline step {name!r}; steps: {', '.join(STEPS)}")
     check_stages(cfg, out)   # before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = _manifest(out)
-    manifest["config"] = asdict(cfg)
-    for name in [s for s in STEPS if s in steps]:
-        before = manifest["steps"].get(name) or {}
-        stale = _stale(manifest, out, name)
-        if name != "figures" and before.get("status") == "done" and not stale and \
-                before.get("fingerprint") == _fingerprint(cfg, out, name):      # figures: cheap, always redrawn
+    with sole_writer(out, f"pipeline folder {out}"):   # one pipeline per folder
+        manifest = _manifest(out)
+        manifest["config"] = asdict(cfg)
+        for name in [s for s in STEPS if s in steps]:
+            before = manifest["steps"].get(name) or {}
+            stale = _stale(manifest, out, name)
+            if name != "figures" and before.get("status") == "done" and not stale and \
+                    before.get("fingerprint") == _fingerprint(cfg, out, name):      # figures: cheap, always redrawn
+                if echo:
+                    echo(f"{name}: done ({before['wall_s']} s), skipped")
+                continue
             if echo:
-                echo(f"{name}: done ({before['wall_s']} s), skipped")
-            continue
-        if echo:
-            echo(f"{name}: running" + (f" again: {stale}" if stale and before.get("status") == "done" else ""))
-        start = time.perf_counter()
-        manifest["steps"][name] = {"status": "running"}
-        write_json(out / "pipeline.json", manifest)
-        try:
-            inputs, outputs = STEP_TABLE[name].run(cfg, out)
-        except ConfigDrift:   # its folder holds a run of other inputs (a stage or run refuses it before writing)
-            if not (out / name).is_dir():
-                raise
-            aside = set_aside(out / name, REPLACED)
+                echo(f"{name}: running" + (f" again: {stale}" if stale and before.get("status") == "done" else ""))
+            start = time.perf_counter()
+            manifest["steps"][name] = {"status": "running"}
+            write_json(out / "pipeline.json", manifest)
+            try:
+                inputs, outputs = STEP_TABLE[name].run(cfg, out)
+            except ConfigDrift:   # its folder holds a run of other inputs (a stage or run refuses it before writing)
+                if not (out / name).is_dir():
+                    raise
+                aside = set_aside(out / name, REPLACED)
+                if echo:
+                    echo(f"{name}: {out / name} held a run with other inputs, kept as {aside}; starting over")
+                inputs, outputs = STEP_TABLE[name].run(cfg, out)
+            manifest["seq"] = manifest.get("seq", 0) + 1
+            manifest["steps"][name] = {"status": "done", "fingerprint": _fingerprint(cfg, out, name), "inputs": inputs,
+                                       "outputs": outputs, "wall_s": round(time.perf_counter() - start, 2),
+                                       "seq": manifest["seq"]}
+            manifest["total_wall_s"] = round(sum(s.get("wall_s", 0) for s in manifest["steps"].values()), 2)
+            write_json(out / "pipeline.json", manifest)
             if echo:
-                echo(f"{name}: {out / name} held a run with other inputs, kept as {aside}; starting over")
-            inputs, outputs = STEP_TABLE[name].run(cfg, out)
-        manifest["seq"] = manifest.get("seq", 0) + 1
-        manifest["steps"][name] = {"status": "done", "fingerprint": _fingerprint(cfg, out, name), "inputs": inputs,
-                                   "outputs": outputs, "wall_s": round(time.perf_counter() - start, 2),
-                                   "seq": manifest["seq"]}
-        manifest["total_wall_s"] = round(sum(s.get("wall_s", 0) for s in manifest["steps"].values()), 2)
-        write_json(out / "pipeline.json", manifest)
-        if echo:
-            echo(f"{name}: done in {manifest['steps'][name]['wall_s']} s")
-    return manifest
+                echo(f"{name}: done in {manifest['steps'][name]['wall_s']} s")
+        return manifest
 
 
 def _stale(manifest: dict, out: Path, name: str) -> str | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from jitlab.compare import compare_pair, read_run
 from jitlab.errors import ConfigError
-from jitlab.jit.generate.plan import PlanError, parse_plan, plan_text
+from jitlab.jit.generate.plan import PlanError, check_plan, parse_plan, plan_text
 from jitlab.stats import wilson
 from jitlab.viz import style as S
 from jitlab.viz.figures import write_table
@@ -200,13 +200,17 @@ def eval_table(run_dirs: dict, columns=None):
 
 
 def _distinct_plans(tasks_jsonl: Path) -> int | None:
-    """Distinct plans among a validity evaluation's parsed replies (canonical plan text; None when none parses)."""
+    """Distinct plans among a validity evaluation's replies (canonical plan text; None when none is one): a reply
+    counts when it parses and is a plan of the library's options (``check_plan``; a JSON object with a role's
+    parameters outside ``params: {role: {...}}`` is not one)."""
     plans = set()
     for r in read_records(tasks_jsonl).to_dict("records"):
         try:
-            plans.add(plan_text(parse_plan(str(r.get("reply") or ""))))
+            plan = parse_plan(str(r.get("reply") or ""))
+            check_plan(plan)
         except PlanError:
             continue
+        plans.add(plan_text(plan))
     return len(plans) or None
 
 

@@ -103,7 +103,8 @@ def _stream(folder, outcomes, tokens, config=None):
 def test_the_closing_table_holds_each_row_s_n_validity_distinct_plans_streaming_and_the_grpo_signal(tmp_path):
     react = '{"M": "FullHistory", "P": "NoPlanner", "F": "FullRegistry", "A": "ReActAction", "prompt": "react"}'
     goal = react.replace('"react"', '"goal"')
-    for policy, replies in (("stage3", [react, f"Sure: {react}", goal]), ("base", ["no plan", "none"])):
+    loose = '{"M": "FullHistory", "P": "SqlAction", "params": {"max_chars": 3000}}'   # parses, not a plan: not counted
+    for policy, replies in (("stage3", [react, f"Sure: {react}", goal, loose]), ("base", ["no plan", "none"])):
         folder = tmp_path / "validity" / policy
         folder.mkdir(parents=True)
         (folder / "summary.json").write_text(json.dumps({"n": len(replies), "first_try_valid_rate": 0.5}))
@@ -117,7 +118,7 @@ def test_the_closing_table_holds_each_row_s_n_validity_distinct_plans_streaming_
         {"summary": {"groups": {"groups": 6, "nonzero": 2, "share": 1 / 3}}}))
     table = closing_table(tmp_path, [compose]).set_index("policy")
     assert list(table.index) == ["base", "stage1", "stage3", "compose"]    # the untrained policy first, compare last
-    assert table.loc["stage3", "distinct_plans"] == 2 and table.loc["stage3", "n_validity"] == 3
+    assert table.loc["stage3", "distinct_plans"] == 2 and table.loc["stage3", "n_validity"] == 4
     assert table.loc["stage3", "grpo_nonzero_advantage_share"] == 1 / 3
     assert table["distinct_plans"].isna()["base"] and table["grpo_groups"].isna()["base"]
     assert pd.isna(table.loc["stage1", "n_validity"]) and pd.isna(table.loc["compose", "first_try_valid_rate"])
