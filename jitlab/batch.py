@@ -69,7 +69,7 @@ from jitlab.fields import WORKERS_MAX, check_fields
 from jitlab.progress import Progress
 from jitlab.run_options import SpendCaps, adjust
 from jitlab.runtime import RunSpend, resume_hint
-from jitlab.store import DB_NAME, WriterLock, recorded_spend
+from jitlab.store import DB_NAME, recorded_spend, sole_writer
 
 __all__ = ["BatchConfig", "load_grid", "combinations", "run_batch", "export_html", "MANIFEST"]
 
@@ -266,12 +266,8 @@ def run_batch(cfg: BatchConfig, combos: list[dict] | None = None, echo=print) ->
     combos = combos if combos is not None else load_grid(cfg.grid)
     check_parameters(notebook, combos, cfg.notebook_caps())   # before anything is written or run
     out = Path(cfg.out or f"batches/{notebook.stem}")
-    out.mkdir(parents=True, exist_ok=True)
-    writer = WriterLock(out / LOCK, f"batch output folder {out}")   # one batch per OUT, as one run per run dir
-    try:
+    with sole_writer(out, f"batch output folder {out}", LOCK):   # one batch per OUT, as one run per run dir
         return _run_locked(cfg, notebook, combos, out, echo, wall)
-    finally:
-        writer.release()
 
 
 def _run_locked(cfg: BatchConfig, notebook: Path, combos: list[dict], out: Path, echo, wall: RunSpend) -> dict:
