@@ -111,7 +111,7 @@ def check_comparable(a: RunRecord, b: RunRecord, common: bool = False) -> str:
             raise ConfigError(f"cannot compare {a.label} and {b.label}: different {key} ({a.config.get(key)!r} vs "
                               f"{b.config.get(key)!r}); compare runs on the same tasks")
     va, vb = a.card.get("suite_version"), b.card.get("suite_version")
-    if va is not None and vb is not None and va != vb:
+    if va is not None and vb is not None and set(str(va).split("+")) != set(str(vb).split("+")):  # a mix: its parts'
         raise ConfigError(f"cannot compare {a.label} and {b.label}: suite version {va} vs {vb} (the suite changed "
                           "between them); rerun the older one")
     differ = [k for k in BUDGETS if a.config.get(k) != b.config.get(k)]

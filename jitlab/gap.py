@@ -3,9 +3,10 @@
     jitlab gap --dev results/mix-dev/* --test results/mix-test/* --jit runs/jit-stream runs/jit-static --out results/gap
     table = jitlab.gap.gap_table(dev_paths, test_paths, jit_paths)   # .rows, .families, .stream, .chosen
 
-Fixed harnesses run on a dev split (``--dev``) and on the test split (``--test``), one run per harness on each
-(matched by the run's harness name); JIT runs (``--jit``: streaming, static, the harness-only control, shuffles) on
-the test tasks. Rows, each on every test task:
+Fixed harnesses run on a dev split (``--dev``) and on the test split (``--test``), one record per harness on each
+(matched by the run's harness name); a harness's record may come in parts, runs of the same code and settings on
+disjoint tasks (per-suite runs of a mix's tasks, say), read as one run on a mix of their tasks. JIT runs (``--jit``:
+streaming, static, the harness-only control, shuffles) on the test tasks. Rows, each on every test task:
 
 - (a) ``best single``: the fixed harness with the most dev successes (then the higher mean reward, the fewer tokens
   per task, the name), run on every test task;
@@ -24,18 +25,21 @@ shares per suite and per (suite, family); ``stream`` the successes along stream 
 the stream: a JIT row by its own ``stream_index``, the fixed rows in the first JIT run's order); ``chosen`` the
 harness each dev choice picked and its dev record.
 
-Refused, in one line, before any statistic: a run given twice or a fixed harness with two runs in one list, a JIT
-run among the fixed ones (or the reverse), a test harness without a dev run (or the reverse), dev runs on the test
-split or sharing a task with it, and runs that ``jitlab compare`` would not pair (suite, split, budgets, task lists).
+Families are keyed by (suite, family) (``<suite>/<family>``, as a mix records them), so a single-suite run's
+``other`` is not another suite's. Refused, in one line, before any statistic: a run given twice, parts of one fixed
+harness that differ in a setting (code, backbone, split, seed, budgets) or share a task, a JIT run among the fixed
+ones (or the reverse), a test harness without a dev run (or the reverse), dev runs on the test split or sharing a
+task with it, and runs that ``jitlab compare`` would not pair (suite, split, budgets, task lists).
 Nothing here runs an episode: it reads records.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jitlab.compare import RunRecord, check_comparable, read_run
+from jitlab.envs.base import MIX_PREFIX
 from jitlab.envs.mix import source_of
 from jitlab.errors import ConfigError
 from jitlab.stats import LEVEL, discordant, mcnemar_exact, paired_bootstrap, wilson
@@ -43,6 +47,7 @@ from jitlab.stats import LEVEL, discordant, mcnemar_exact, paired_bootstrap, wil
 __all__ = ["BEST_SINGLE", "PER_FAMILY", "PER_INSTANCE", "GapTable", "gap_table"]
 
 BEST_SINGLE, PER_FAMILY, PER_INSTANCE = "best single", "per-family oracle", "per-instance oracle"
+SELECTION = ("suite", "limit", "offset", "family")   # the settings that choose a run's tasks: its parts may differ there
 ALL = "(all)"   # the family column of a suite's own line in ``families``
 
 
@@ -69,17 +74,43 @@ def _read(paths, what: str, jit: bool) -> dict[str, RunRecord]:
         raise ConfigError(f"gap: a run is given twice in {what}")
     names = [p.name for p in paths]
     labels = labels or [n if names.count(n) == 1 else f"{p.parent.name}/{n}" for p, n in zip(paths, names)]
-    runs = [read_run(p, label) for p, label in zip(paths, labels)]
+    runs = [_keyed(read_run(p, label)) for p, label in zip(paths, labels)]
     out = {}
     for run in runs:
         if _is_jit(run) != jit:
             raise ConfigError(f"gap: {run.path} is {'a JIT' if _is_jit(run) else 'a fixed-harness'} run; pass it with "
                               f"{'--jit' if _is_jit(run) else '--dev / --test'}")
-        name = run.label if jit else str(run.config.get("harness") or run.label)
-        if name in out:
-            raise ConfigError(f"gap: {what} has two runs of harness {name} ({out[name].path}, {run.path}); one each")
-        out[name] = run
-    return out
+        out.setdefault(run.label if jit else str(run.config.get("harness") or run.label), []).append(run)
+    return {name: parts[0] if len(parts) == 1 else _join(name, parts, what) for name, parts in out.items()}, runs
+
+
+def _keyed(run: RunRecord) -> RunRecord:
+    """``run`` with each family as its (suite, family) key, ``<suite>/<family>`` (a mix's records have it already)."""
+    suite = run.config.get("suite")
+    return replace(run, episodes=run.episodes.assign(family=["/".join(source_of(f, suite)) for f in run.episodes["family"]]))
+
+
+def _join(name: str, parts: list, what: str) -> RunRecord:
+    """One fixed harness's record from its ``parts``: runs with the same settings on disjoint tasks, read as one run
+    on a mix of their tasks (its suite version the parts' together)."""
+    import pandas as pd
+    first = parts[0]
+    for run in parts[1:]:
+        for key in sorted((set(first.config) | set(run.config)) - set(SELECTION)):
+            if first.config.get(key) != run.config.get(key):
+                raise ConfigError(f"gap: {what} has runs of harness {name} that differ in {key} ({first.config.get(key)!r} "
+                                  f"in {first.path}, {run.config.get(key)!r} in {run.path}); give its parts with one "
+                                  "code and settings")
+    episodes = pd.concat([run.episodes for run in parts])
+    if episodes.index.duplicated().any():
+        task = episodes.index[episodes.index.duplicated()][0][0]
+        raise ConfigError(f"gap: task {task} is in two runs of harness {name} in {what}; its parts must not share tasks")
+    suites = [str(run.config.get("suite")) for run in parts]
+    versions = [run.card.get("suite_version") for run in parts]
+    version = None if None in versions else "+".join(
+        v if s.startswith(MIX_PREFIX) else f"{s}={v}" for s, v in zip(suites, map(str, versions)))
+    config = {**first.config, "suite": MIX_PREFIX + "+".join(s.removeprefix(MIX_PREFIX) for s in suites)}
+    return RunRecord(first.path, name, config, {**first.card, "suite_version": version}, episodes)
 
 
 def _check(dev: dict, test: dict, jit: dict) -> None:
@@ -168,7 +199,8 @@ def gap_table(dev, test, jit=(), level: float = LEVEL, bins: int = 4) -> GapTabl
     import pandas as pd
     if bins < 1:
         raise ConfigError(f"gap: --bins must be at least 1, got {bins}")
-    dev_runs, test_runs, jit_runs = _read(dev, "--dev", False), _read(test, "--test", False), _read(jit, "--jit", True)
+    (dev_runs, dev_read), (test_runs, test_read), (jit_runs, jit_read) = (
+        _read(dev, "--dev", False), _read(test, "--test", False), _read(jit, "--jit", True))
     _check(dev_runs, test_runs, jit_runs)
     rows, ran, chosen = _rows(dev_runs, test_runs, jit_runs)
     suite = next(iter(test_runs.values())).config.get("suite")
@@ -185,7 +217,7 @@ def gap_table(dev, test, jit=(), level: float = LEVEL, bins: int = 4) -> GapTabl
                       **{f"vs_family_{key}": v for key, v in _paired(b, eps, level).items()},
                       **{f"vs_single_{key}": v for key, v in _paired(a, eps, level).items()}})
     return GapTable(pd.DataFrame(table), _families(rows, suite), _stream(rows, jit_runs, bins), chosen,
-                    [*dev_runs.values(), *test_runs.values(), *jit_runs.values()])
+                    [*dev_read, *test_read, *jit_read])
 
 
 def _families(rows: dict, suite: str | None):

@@ -35,9 +35,9 @@ TEST_WINS = {"A": "110000", "B": "001100", "C": "100110"}
 TOKENS = {"A": 100, "B": 200, "C": 300, "jit": 1000}
 
 
-def _write(out, harness, split, tasks, wins, tokens, jit=False, suite=MIX):
+def _write(out, harness, split, tasks, wins, tokens, jit=False, suite=MIX, backbone="scripted:x"):
     config = {"suite": suite, "split": split, "harness": "jit-streaming:compose" if jit else harness,
-              "backbone": "scripted:x", "max_steps": None, "max_tokens": 1000, "max_wall_s": 60.0}
+              "backbone": backbone, "max_steps": None, "max_tokens": 1000, "max_wall_s": 60.0}
     store = RunStore(out, config)
     for i, ((task_id, family), won) in enumerate(zip(tasks.items(), wins)):
         task = SimpleNamespace(id=task_id, family=family, split=split)
@@ -105,6 +105,27 @@ def test_gap_refuses_runs_it_cannot_pair_in_one_line(runs, tmp_path):
     for kwargs, needle in cases:
         with pytest.raises(ConfigError) as err:
             gap_table(**kwargs)
+        assert needle in str(err.value) and "\n" not in str(err.value), (needle, str(err.value))
+
+
+def test_a_harness_record_in_per_suite_parts_reads_as_the_whole_mix_record(runs, tmp_path):
+    """Harness A's dev record given as two single-suite runs (their families recorded without the suite) gives the
+    same table as its one mix run; parts that share a task or differ in a setting are refused."""
+    dev, test, jit = runs
+    toy = {k: f.split("/")[1] for k, f in DEV.items() if f.startswith("toy/")}
+    db = {k: f.split("/")[1] for k, f in DEV.items() if f.startswith("dbbench/")}
+    parts = [_write(tmp_path / "A-toy", "A", "dev", toy, DEV_WINS["A"][:2], TOKENS["A"], suite="toy"),
+             _write(tmp_path / "A-db", "A", "dev", db, DEV_WINS["A"][2:], TOKENS["A"], suite="dbbench")]
+    whole, joined = gap_table(dev, test, jit, bins=2), gap_table([*parts, *dev[1:]], test, jit, bins=2)
+    assert joined.rows.equals(whole.rows) and joined.chosen.equals(whole.chosen)
+    assert len(joined.runs) == len(whole.runs) + 1                 # each part's card is printed
+    again = _write(tmp_path / "A-db-again", "A", "dev", db, "00", TOKENS["A"], suite="dbbench")
+    other = _write(tmp_path / "A-db-other", "A", "dev", db, "00", TOKENS["A"], suite="dbbench", backbone="scripted:y")
+    cases = [([*parts, again, *dev[1:]], "task d3 is in two runs of harness A in --dev"),
+             ([parts[0], other, *dev[1:]], "runs of harness A that differ in backbone ('scripted:x' in")]
+    for dev_runs, needle in cases:
+        with pytest.raises(ConfigError) as err:
+            gap_table(dev_runs, test, jit)
         assert needle in str(err.value) and "\n" not in str(err.value), (needle, str(err.value))
 
 

@@ -71,7 +71,7 @@ def add_compare_commands(sub) -> None:
     p = sub.add_parser("gap", help="one harness vs a harness per task: best single fixed harness and per-family "
                                    "oracle chosen on dev, per-instance oracle, JIT runs; gap closed, McNemar, tokens")
     p.add_argument("--dev", nargs="+", required=True, metavar="RUN", help="one run per fixed harness on the dev split "
-                   "(the choices are made here)")
+                   "(the choices are made here); several runs of one harness on disjoint tasks are read as its parts")
     p.add_argument("--test", nargs="+", required=True, metavar="RUN", help="the same fixed harnesses on the test tasks")
     p.add_argument("--jit", nargs="*", metavar="RUN", help="JIT runs on the test tasks (streaming, static, the "
                    "harness-only control, shuffles), each a row")
