@@ -195,11 +195,20 @@ class WriterLock:
 @contextlib.contextmanager
 def sole_writer(folder: str | Path, what: str, name: str = "writer.lock"):
     """Hold a WriterLock on ``folder/name`` (the folder created first) while the block writes ``folder``: a second
-    process writing the same folder gets RunLocked naming the first (a training pipeline's folder, a policy's evaluation)."""
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    lock = WriterLock(Path(folder) / name, what)
+    process writing the same folder gets RunLocked naming the first (a training pipeline's folder, a policy's evaluation).
+    A folder this call created is removed again when the block fails having written nothing else (input refused)."""
+    folder = Path(folder)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = WriterLock(folder / name, what)
     try:
         yield
+    except BaseException:
+        if created and [p.name for p in folder.iterdir()] == [name]:
+            (folder / name).unlink()
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     finally:
         lock.release()
 

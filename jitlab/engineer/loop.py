@@ -52,7 +52,7 @@ from jitlab.llm.lazy import BackbonePool
 from jitlab.run_options import EpisodeOptions, Quiet, RunControls, adjust, derive
 from jitlab.runner import RunConfig, run_summarized
 from jitlab.runtime import Budget, LLMHandle, RunSpend
-from jitlab.store import load
+from jitlab.store import load, sole_writer
 
 __all__ = ["EngineerConfig", "delta", "evaluate_patch", "run_batch", "run_engineer"]
 
@@ -339,7 +339,13 @@ def run_engineer(cfg: EngineerConfig, backbones: BackbonePool | None = None, spe
     SpendCapReached is raised and a rerun (with a higher spend cap, when one stopped it) resumes."""
     s = _setup(cfg, backbones, spend)
     engineer = _engineer(cfg, s.backbones, s.spend)
-    s.out.mkdir(parents=True, exist_ok=True)
+    with sole_writer(s.out, f"engineer loop folder {s.out}"):   # one loop per folder
+        return _loop(s, engineer)
+
+
+def _loop(s, engineer) -> dict:
+    """The rounds and the held-out measures of :func:`run_engineer`, its folder held."""
+    cfg = s.cfg
     current_text, current_run = "", run_batch(cfg, s.base_folder, s.tasks, s.out / "round0" / "base", s.backbones,
                                               s.spend)
     base_run = current_run

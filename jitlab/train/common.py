@@ -25,7 +25,7 @@ from jitlab.run_options import NOT_FINGERPRINTED
 from jitlab.runtime import EPISODE_MAX_WALL_S
 from jitlab.train.records import versions, write_json, write_jsonl
 
-__all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
+__all__ = ["DONE", "sole_folder", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
            "policy_generator", "train_phase", "training_arguments", "warmup_steps"]
 
 DONE = "DONE"
@@ -96,6 +96,22 @@ def fingerprint(cfg, hashes: dict) -> dict:
     """What must not change for a resume to be the same run."""
     config = {k: v for k, v in asdict(cfg).items() if k not in _RESUMABLE and (k not in _ADDED or v != _ADDED[k])}
     return {"config": config, "data": hashes}
+
+
+def sole_folder(what: str):
+    """Decorate ``fn(cfg, out, ...)`` (a training step or data builder) to hold ``out``'s writer lock while it runs: a
+    second process writing the same folder gets RunLocked naming the first (jitlab.store.sole_writer)."""
+    import functools
+
+    from jitlab.store import sole_writer
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(cfg, out, *args, **kwargs):
+            with sole_writer(out, f"{what} folder {out}"):
+                return fn(cfg, out, *args, **kwargs)
+        return run
+    return wrap
 
 
 def open_run(out: Path, kind: str, fp: dict, extra: dict) -> dict:

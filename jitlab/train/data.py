@@ -54,7 +54,7 @@ from jitlab.jit.generate.blocks import format_blocks
 from jitlab.jit.generate.plan import plan_files, plan_of, plan_text
 from jitlab.jit.repair import RepairConfig, validate_files
 from jitlab.store import Status, load
-from jitlab.train.common import policy_generator
+from jitlab.train.common import policy_generator, sole_folder
 from jitlab.train.config import Stage1DataConfig
 from jitlab.train.records import file_sha256, versions, write_json, write_jsonl
 
@@ -237,6 +237,7 @@ def _message(content: str) -> list[dict]:
     return [{"role": "assistant", "content": content}]
 
 
+@sole_folder("Stage I data")
 def build_stage1(cfg: Stage1DataConfig, out: str | Path) -> dict:
     """Write Stage I's SFT examples and preference pairs to ``out`` (see the module docstring); returns the manifest."""
     if not cfg.runs and not cfg.banks:

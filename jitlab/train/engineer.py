@@ -51,7 +51,7 @@ from jitlab.jit.repair import dev_task_for
 from jitlab.llm.hf import load_base
 from jitlab.run_options import EpisodeOptions, derive, option_names
 from jitlab.train import common
-from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
+from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, sole_folder, train_phase
 from jitlab.train.config import EngineerDataConfig, EngineerGRPOConfig, EngineerSFTConfig, PatchRuns
 from jitlab.train.evo import signal_share
 from jitlab.train.records import file_sha256, read_jsonl, write_json, write_jsonl
@@ -80,6 +80,7 @@ def _loop(folder: Path) -> tuple[dict, list[dict]]:
     return config, read_jsonl(log)
 
 
+@sole_folder("engineer data")
 def build_engineer_data(cfg: EngineerDataConfig, out: str | Path) -> dict:
     """Write ``sft.jsonl``, ``packets.jsonl`` and ``manifest.json`` into ``out`` (see the module docstring)."""
     if not cfg.loops:
@@ -143,6 +144,7 @@ def _read(data: str | Path, name: str) -> tuple[list[dict], str]:
     return rows, file_sha256(path)
 
 
+@sole_folder("engineer SFT")
 def run_engineer_sft(cfg: EngineerSFTConfig, out: str | Path) -> dict:
     """Cold-start SFT into ``out`` (resumable); returns the manifest. Adapter: ``out/adapter``."""
     if cfg.threads:
@@ -243,6 +245,7 @@ def patch_reward(evaluator: PatchEvaluator, invalid_reward: float = -1.0, on_bat
     return delta
 
 
+@sole_folder("engineer GRPO")
 def run_engineer_grpo(cfg: EngineerGRPOConfig, out: str | Path) -> dict:
     """GRPO of the engineer into ``out`` (resumable); returns the manifest. Adapter: ``out/adapter``."""
     if cfg.threads:

@@ -48,6 +48,7 @@ from jitlab.jit.repair import RepairConfig, validate_files
 from jitlab.llm.scripted import get_scripted
 from jitlab.protocol import Completion
 from jitlab.runtime import Budget, LLMHandle
+from jitlab.train.common import sole_folder
 from jitlab.train.config import Stage2DataConfig
 from jitlab.train.faults import CODE_FAULTS, PLAN_FAULTS, inject, inject_plan
 from jitlab.train.records import (
@@ -124,6 +125,7 @@ def _task(suite, split: str, task_id: str):
                       f"the same suite (--suite {suite.name})")
 
 
+@sole_folder("Stage II data")
 def build_stage2(cfg: Stage2DataConfig, out: str | Path) -> dict:
     """Write Stage II repair examples to ``out`` (see the module docstring); returns the manifest."""
     unknown = sorted(set(cfg.ops) - set(CODE_FAULTS) - set(PLAN_FAULTS))

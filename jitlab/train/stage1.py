@@ -30,7 +30,7 @@ from pathlib import Path
 from jitlab.errors import ConfigError
 from jitlab.llm.hf import load_base
 from jitlab.train import common
-from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
+from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, sole_folder, train_phase
 from jitlab.train.config import Stage1Config
 from jitlab.train.records import file_sha256, read_jsonl, write_json
 
@@ -62,6 +62,7 @@ def _load_data(cfg: Stage1Config) -> tuple[list[dict], list[dict], dict]:
     return sft, pairs, hashes
 
 
+@sole_folder("Stage I")
 def run_stage1(cfg: Stage1Config, out: str | Path) -> dict:
     """Run (or resume) Stage I into ``out``; returns the manifest (see the module docstring)."""
     if cfg.threads:

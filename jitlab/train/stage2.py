@@ -47,7 +47,7 @@ from jitlab.llm.adapters import adapter_chain, is_adapter_dir, load_adapter
 from jitlab.llm.hf import load_base
 from jitlab.runtime import Budget, LLMHandle
 from jitlab.train import common
-from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, train_phase
+from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, sole_folder, train_phase
 from jitlab.train.config import Stage2Config, Stage2DataConfig
 from jitlab.train.data import task_index
 from jitlab.train.faults import inject
@@ -76,6 +76,7 @@ def load_repairs(data: str | Path, split: str, formats) -> tuple[list[dict], dic
     return rows, manifest
 
 
+@sole_folder("Stage II")
 def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
     """Train (or resume) Stage II into ``out``, then evaluate it when ``cfg.eval``; returns the manifest."""
     if cfg.threads:

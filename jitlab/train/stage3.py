@@ -59,7 +59,7 @@ from jitlab.llm.hf import load_base
 from jitlab.runner import sandboxed_episode
 from jitlab.runtime import Budget, LLMHandle, SpendCapReached
 from jitlab.train import common
-from jitlab.train.common import fingerprint, link_adapter, lora_config, open_run, train_phase
+from jitlab.train.common import fingerprint, link_adapter, lora_config, open_run, sole_folder, train_phase
 from jitlab.train.config import Stage3Config
 from jitlab.train.evo import ChannelRewards, Outcome, grpo_aggregation, signal_share
 from jitlab.train.records import file_sha256, write_json, write_jsonl
@@ -195,6 +195,7 @@ def admission(rule: str, evaluator, bank, tasks: list, task, sha: str, incumbent
                       f"{'admitted' if ok else 'rejected'}"}
 
 
+@sole_folder("Stage III")
 def run_stage3(cfg: Stage3Config, out: str | Path) -> dict:
     """Run (or resume) Stage III into ``out``; returns the manifest (see the module docstring)."""
     if cfg.threads:

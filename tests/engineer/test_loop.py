@@ -142,7 +142,7 @@ def test_the_docstring_states_the_keep_rule_the_code_applies():
 
     import jitlab.engineer.loop as loop
     assert "Δ ≥ 0 is kept" not in loop.__doc__ and "kept only when its Δ > 0" in loop.__doc__
-    assert "best.delta > 0" in inspect.getsource(loop.run_engineer)
+    assert "best.delta > 0" in inspect.getsource(loop._loop)
 
 
 @requires_bwrap

@@ -60,9 +60,14 @@ def test_a_rerun_skips_finished_steps_and_a_changed_step_reruns(tmp_path):
 
 
 def test_a_second_process_writing_the_same_pipeline_or_evaluation_folder_is_refused_naming_the_first(tmp_path):
+    """Also a standalone stage (``jitlab train stage1 --out``), data builder or engineer loop on a held folder."""
+    from jitlab.engineer.loop import EngineerConfig, run_engineer
     from jitlab.errors import RunLocked
     from jitlab.store import sole_writer
+    from jitlab.train.config import Stage1DataConfig
+    from jitlab.train.data import build_stage1
     from jitlab.train.evaluate import evaluate_generator
+    from jitlab.train.stage1 import run_stage1
     out = tmp_path / "o"
     hold = "import sys, time\nfrom jitlab.store import sole_writer\nwith sole_writer(sys.argv[1], 'x'):\n" \
            "    print('held', flush=True)\n    time.sleep(60)"
@@ -74,6 +79,12 @@ def test_a_second_process_writing_the_same_pipeline_or_evaluation_folder_is_refu
             run_steps(PipelineConfig(**TOY), out, ["baselines"])
         with pytest.raises(RunLocked, match=rf"evaluation folder {out} is being written .*PID {holder.pid}"):
             evaluate_generator("scripted:pick-first", out, suite="toy")
+        with pytest.raises(RunLocked, match=rf"Stage I folder {out} is being written .*PID {holder.pid}"):
+            run_stage1(Stage1Config(data=str(tmp_path / "data1")), out)
+        with pytest.raises(RunLocked, match=rf"Stage I data folder {out} is being written .*PID {holder.pid}"):
+            build_stage1(Stage1DataConfig(), out)
+        with pytest.raises(RunLocked, match=rf"engineer loop folder {out} is being written .*PID {holder.pid}"):
+            run_engineer(EngineerConfig(suite="toy", harness="react", backbone="scripted:pick-first", out=str(out)))
     finally:
         holder.kill()
         holder.wait()
