@@ -51,7 +51,6 @@ write relative paths and would otherwise collide.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -66,6 +65,7 @@ from pathlib import Path
 from jitlab.cluster import check_executor, ray_map
 from jitlab.errors import ConfigError, JitlabError
 from jitlab.fields import WORKERS_MAX, check_fields
+from jitlab.plumbing import json_digest
 from jitlab.progress import Progress
 from jitlab.run_options import SpendCaps, adjust
 from jitlab.runtime import RunSpend, resume_hint
@@ -149,7 +149,7 @@ def combinations(grid: dict) -> list[dict]:
 
 
 def _run_id(index: int, params: dict) -> str:
-    digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    digest = json_digest(params)[:8]
     return f"{index:03d}-{digest}"
 
 

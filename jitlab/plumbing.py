@@ -1,5 +1,5 @@
 """Small system helpers every layer shares, each written once: a free local port, a file (with its SQLite side
-files) moved aside, and an object named by a dotted registry path.
+files) moved aside, an object named by a dotted registry path, and the content hash of a JSON value.
 
 Use::
 
@@ -7,6 +7,7 @@ Use::
     target = set_aside(path)                             # dir/name.<timestamp>.ext beside it, -wal/-shm too
     target = set_aside(path, "{name}.corrupt-{stamp}")   # the name the caller's readers look for
     factory = load_entry("jitlab.envs.toy:ToySuite")     # "package.module:attribute"
+    digest = json_digest({"b": 1, "a": [2]})             # sha256 hex of the sorted-key JSON (others by str)
 
 Caveats: a free port is free when asked; a server that binds it later may lose it to another process (the caller
 retries or reports it). ``set_aside`` never overwrites: a name already taken gets ``-1``, ``-2``, ... before the
@@ -15,7 +16,9 @@ suffix. It imports no other jitlab module, so the families below the core can us
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
 import socket
 import time
@@ -59,3 +62,9 @@ def load_entry(target: str):
     there)."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def json_digest(value) -> str:
+    """sha256 (hex) of ``value`` as sorted-key JSON, values JSON cannot hold written by ``str``: the one content hash
+    of configs, prompts and records (a caller keeps the prefix it needs)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()

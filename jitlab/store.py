@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import sqlite3
@@ -42,7 +41,7 @@ from jitlab.envs.base import suite_version
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 from jitlab.lockfile import open_lock_file
 from jitlab.paths import jitlab_commit
-from jitlab.plumbing import set_aside  # re-exported: a run's old records set aside
+from jitlab.plumbing import json_digest, set_aside  # re-exported: a run's old records set aside
 from jitlab.repeats import repeat_summary
 from jitlab.stats import run_intervals
 from jitlab.status import FINAL, RETRY, Status  # re-exported: the episode statuses
@@ -94,7 +93,7 @@ def _extra(result: dict) -> dict:
 
 
 def fingerprint(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return json_digest(config)[:16]
 
 
 def connect_readonly(path: str | Path, timeout: float = 30, **kw) -> sqlite3.Connection:

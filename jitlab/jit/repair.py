@@ -23,7 +23,6 @@ An ``InfraError`` (the sandbox cannot start, the provider is down) is raised, ne
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -38,6 +37,7 @@ from jitlab.errors import BudgetExceeded, ConfigError, InfraError
 from jitlab.harness import harness_sha
 from jitlab.jit.generate.library import SPACE, choices_of, misfit_message, misfits
 from jitlab.jit.kind import task_kind
+from jitlab.plumbing import json_digest
 from jitlab.runner import sandboxed_episode
 from jitlab.runtime import Budget
 from jitlab.status import Status
@@ -204,9 +204,8 @@ class RepairLog:
     def append(self, record: dict) -> bool:
         """Write one transition; False when an identical one (same id) is already there."""
         record = dict(record)
-        record.setdefault("id", hashlib.sha256(json.dumps(
-            [record.get("task_id"), record.get("round"), record.get("broken_sha"), record.get("fixed_sha"),
-             record.get("diagnostic")], sort_keys=True, default=str).encode()).hexdigest()[:20])
+        record.setdefault("id", json_digest([record.get("task_id"), record.get("round"), record.get("broken_sha"),
+                                             record.get("fixed_sha"), record.get("diagnostic")])[:20])
         record.setdefault("t", time.time())
         data = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
         with self._lock:

@@ -21,14 +21,13 @@ by conversation and seed, still deterministic (what ``--repeat`` tests need, jit
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jitlab.errors import InfraError, UnknownName
+from jitlab.plumbing import json_digest
 from jitlab.protocol import Completion
 
 __all__ = ["SCRIPTS", "ScriptedBackbone", "ScriptedConfig", "check_scripted", "get_scripted", "listed_options"]
@@ -54,7 +53,7 @@ def _pick(index: Callable[[list[str], list[dict]], int]) -> Callable[[list[dict]
 
 
 def _hash_index(options, messages) -> int:
-    return int(hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest(), 16)
+    return int(json_digest(messages), 16)
 
 
 def _fail(messages):

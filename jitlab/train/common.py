@@ -11,6 +11,7 @@ and ``adapter/`` with a ``DONE`` record; a phase whose adapter is DONE is skippe
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from jitlab.jit.generate import get_generator
 from jitlab.llm.adapters import ignore_peft_checkpointing_probe, write_base
 from jitlab.run_options import NOT_FINGERPRINTED
 from jitlab.runtime import EPISODE_MAX_WALL_S
+from jitlab.store import sole_writer
 from jitlab.train.records import versions, write_json, write_jsonl
 
 __all__ = ["DONE", "sole_folder", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
@@ -101,10 +103,6 @@ def fingerprint(cfg, hashes: dict) -> dict:
 def sole_folder(what: str):
     """Decorate ``fn(cfg, out, ...)`` (a training step or data builder) to hold ``out``'s writer lock while it runs: a
     second process writing the same folder gets RunLocked naming the first (jitlab.store.sole_writer)."""
-    import functools
-
-    from jitlab.store import sole_writer
-
     def wrap(fn):
         @functools.wraps(fn)
         def run(cfg, out, *args, **kwargs):

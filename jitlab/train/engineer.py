@@ -35,7 +35,6 @@ deterministic Δ, a sampled executor does not.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import defaultdict
 from dataclasses import asdict
@@ -49,6 +48,7 @@ from jitlab.errors import ConfigError
 from jitlab.harness import resolve
 from jitlab.jit.repair import dev_task_for
 from jitlab.llm.hf import load_base
+from jitlab.plumbing import json_digest
 from jitlab.run_options import EpisodeOptions, derive, option_names
 from jitlab.train import common
 from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, sole_folder, train_phase
@@ -99,7 +99,7 @@ def build_engineer_data(cfg: EngineerDataConfig, out: str | Path) -> dict:
             current = group[0].get("parent_patch") or ""
             prompt = [{"role": "user", "content": render_prompt(packet, current)}]
             run = {k: config[k] for k in _RUN_FIELDS if k in config}
-            packet_id = hashlib.sha256(json.dumps([packet_sha, current, run], sort_keys=True).encode()).hexdigest()[:16]
+            packet_id = json_digest([packet_sha, current, run])[:16]
             packets.append({"packet_id": packet_id, "prompt": prompt, "packet_sha": packet_sha, "loop": str(loop),
                             "round": rnd, "task_ids": packet["batch"]["task_ids"], "parent_patch": current,
                             "run": run, "split": config.get("split")})

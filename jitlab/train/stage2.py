@@ -32,7 +32,6 @@ the generator always uses the trained policy. A repair "succeeds" when validatio
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -45,6 +44,7 @@ from jitlab.jit.repair import RepairConfig, RepairLog, Validation, validate_and_
 from jitlab.llm import get_backbone
 from jitlab.llm.adapters import adapter_chain, is_adapter_dir, load_adapter
 from jitlab.llm.hf import load_base
+from jitlab.plumbing import json_digest
 from jitlab.runtime import Budget, LLMHandle
 from jitlab.train import common
 from jitlab.train.common import fingerprint, fitting, link_adapter, lora_config, open_run, sole_folder, train_phase
@@ -95,7 +95,7 @@ def run_stage2(cfg: Stage2Config, out: str | Path) -> dict:
     hashes = {"repairs.jsonl": file_sha256(Path(cfg.data) / "repairs.jsonl"),
               "stage1": [file_sha256(Path(b) / "adapter_model.safetensors") for b in below]}
     if cfg.rehearsal:   # the rows rehearsed, not the file: a change in which rows are kept reruns the stage
-        hashes["rehearsal"] = hashlib.sha256(json.dumps(rehearsed, sort_keys=True).encode()).hexdigest()
+        hashes["rehearsal"] = json_digest(rehearsed)
     manifest = open_run(out, "stage2", fingerprint(cfg, hashes), {
         "config": asdict(cfg), "data": hashes, "base": base, "below": [str(b) for b in below],
         "counts": {"train": len(rows), "by_format": {f: sum(r["format"] == f for r in rows) for f in cfg.formats},

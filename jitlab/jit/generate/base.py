@@ -27,7 +27,7 @@ import jinja2
 
 from jitlab.errors import UnknownName
 from jitlab.harness import describe_files, harness_sha
-from jitlab.plumbing import load_entry
+from jitlab.plumbing import json_digest, load_entry
 
 __all__ = [
     "GENERATORS",
@@ -155,7 +155,7 @@ def render(template: str, **values) -> str:
 
 def prompt_hash(messages: list[dict]) -> str:
     """sha256 of a prompt (its messages), stored as lineage in the bank."""
-    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+    return json_digest(messages)
 
 
 def generator_backbone(name: str) -> str | None:
