@@ -41,7 +41,7 @@ from jitlab.envs.base import suite_version
 from jitlab.errors import ConfigDrift, ConfigError, RunLocked, StorageError
 from jitlab.lockfile import open_lock_file
 from jitlab.paths import jitlab_commit
-from jitlab.plumbing import json_digest, set_aside  # re-exported: a run's old records set aside
+from jitlab.plumbing import json_digest, set_aside  # set_aside re-exported: a run's old records set aside
 from jitlab.repeats import repeat_summary
 from jitlab.stats import run_intervals
 from jitlab.status import FINAL, RETRY, Status  # re-exported: the episode statuses

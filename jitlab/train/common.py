@@ -27,8 +27,8 @@ from jitlab.runtime import EPISODE_MAX_WALL_S
 from jitlab.store import sole_writer
 from jitlab.train.records import versions, write_json, write_jsonl
 
-__all__ = ["DONE", "sole_folder", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
-           "policy_generator", "train_phase", "training_arguments", "warmup_steps"]
+__all__ = ["DONE", "check_reporters", "fingerprint", "fitting", "link_adapter", "lora_config", "open_run",
+           "policy_generator", "sole_folder", "train_phase", "training_arguments", "warmup_steps"]
 
 DONE = "DONE"
 # what may change between a run and its resume (logging and checkpoint cadence, evaluation size, speed)
