@@ -86,7 +86,7 @@ def _read(paths, what: str, jit: bool) -> dict[str, RunRecord]:
 
 def _keyed(run: RunRecord) -> RunRecord:
     """``run`` with each family as its (suite, family) key, ``<suite>/<family>`` (a mix's records have it already)."""
-    suite = run.config.get("suite")
+    suite = str(run.config.get("suite"))
     return replace(run, episodes=run.episodes.assign(family=["/".join(source_of(f, suite)) for f in run.episodes["family"]]))
 
 
@@ -175,8 +175,8 @@ def _share(value: float, low: float, high: float) -> float:
     return (value - low) / (high - low) if high != low else math.nan
 
 
-def _suites(eps, suite: str | None):
-    return eps["family"].map(lambda f: source_of(f, suite)[0])
+def _suites(eps):
+    return eps["family"].map(lambda f: source_of(f)[0])
 
 
 def _paired(base, row, level: float) -> dict:
@@ -186,9 +186,9 @@ def _paired(base, row, level: float) -> dict:
             "delta_success_lo": delta[1], "delta_success_hi": delta[2]}
 
 
-def _equal_weight(eps, suite: str | None) -> tuple[float, float, int]:
+def _equal_weight(eps) -> tuple[float, float, int]:
     """(mean of the per-suite success rates, its standard error, number of suites)."""
-    rates = eps.groupby(_suites(eps, suite))["success"].agg(["mean", "size"])
+    rates = eps.groupby(_suites(eps))["success"].agg(["mean", "size"])
     se = math.sqrt(sum(r * (1 - r) / n for r, n in zip(rates["mean"], rates["size"]))) / len(rates)
     return float(rates["mean"].mean()), se, len(rates)
 
@@ -203,30 +203,28 @@ def gap_table(dev, test, jit=(), level: float = LEVEL, bins: int = 4) -> GapTabl
         _read(dev, "--dev", False), _read(test, "--test", False), _read(jit, "--jit", True))
     _check(dev_runs, test_runs, jit_runs)
     rows, ran, chosen = _rows(dev_runs, test_runs, jit_runs)
-    suite = next(iter(test_runs.values())).config.get("suite")
     a, b, c = rows[BEST_SINGLE], rows[PER_FAMILY], rows[PER_INSTANCE]
     table = []
     for name, eps in rows.items():
         k, n = int(eps["success"].sum()), len(eps)
         lo, hi = wilson(k, n, level)
-        mean, se, n_suites = _equal_weight(eps, suite)
+        mean, se, n_suites = _equal_weight(eps)
         table.append({"row": name, "ran": ran[name], "n_tasks": n, "success": k, "rate": k / n, "wilson_lo": lo,
                       "wilson_hi": hi, "tokens_per_task": float(eps["tokens"].mean()),
                       "gap_share": _share(k / n, a["success"].mean(), c["success"].mean()),
                       "suites": n_suites, "equal_weight_rate": mean, "equal_weight_se": se,
                       **{f"vs_family_{key}": v for key, v in _paired(b, eps, level).items()},
                       **{f"vs_single_{key}": v for key, v in _paired(a, eps, level).items()}})
-    return GapTable(pd.DataFrame(table), _families(rows, suite), _stream(rows, jit_runs, bins), chosen,
+    return GapTable(pd.DataFrame(table), _families(rows), _stream(rows, jit_runs, bins), chosen,
                     [*dev_read, *test_read, *jit_read])
 
 
-def _families(rows: dict, suite: str | None):
+def _families(rows: dict):
     """Per suite (family ``(all)``) and per (suite, family): tasks, successes, rate and gap share of every row."""
     import pandas as pd
     any_row = next(iter(rows.values()))
-    groups = [(s, ALL, _suites(any_row, suite) == s) for s in dict.fromkeys(_suites(any_row, suite))]
-    groups += [(source_of(f, suite)[0], source_of(f, suite)[1], any_row["family"] == f)
-               for f in dict.fromkeys(any_row["family"])]
+    groups = [(s, ALL, _suites(any_row) == s) for s in dict.fromkeys(_suites(any_row))]
+    groups += [(*source_of(f), any_row["family"] == f) for f in dict.fromkeys(any_row["family"])]
     out = []
     for s, fam, mask in groups:
         low, high = (rows[r]["success"][mask].mean() for r in (BEST_SINGLE, PER_INSTANCE))

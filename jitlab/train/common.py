@@ -101,13 +101,14 @@ def fingerprint(cfg, hashes: dict) -> dict:
 
 
 def sole_folder(what: str):
-    """Decorate ``fn(cfg, out, ...)`` (a training step or data builder) to hold ``out``'s writer lock while it runs: a
-    second process writing the same folder gets RunLocked naming the first (jitlab.store.sole_writer)."""
+    """Decorate ``fn(first, out, ...)`` (a training step, data builder or evaluation, its folder second) to hold
+    ``out``'s writer lock while it runs: a second process writing the same folder gets RunLocked naming the first
+    (jitlab.store.sole_writer)."""
     def wrap(fn):
         @functools.wraps(fn)
-        def run(cfg, out, *args, **kwargs):
+        def run(first, out, *args, **kwargs):
             with sole_writer(out, f"{what} folder {out}"):
-                return fn(cfg, out, *args, **kwargs)
+                return fn(first, out, *args, **kwargs)
         return run
     return wrap
 
