@@ -218,11 +218,19 @@ class Stage2Config(TrainingCommon, Isolation):
 
 
 def _coerce(f: dataclasses.Field, text: str):
-    """A ``--set key=value`` string as the field's type (YAML scalars: 2, 2e-4, true, null)."""
+    """A ``--set key=value`` string as a YAML scalar (2, 0.5, true, null; load_config reads 2e-4 as a number)."""
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {f.name}={text!r} does not parse ({exc})") from exc
+
+
+def _as_float(text: str):
+    """``text`` as a float when it spells one (2e-4, 1E-5), else unchanged (the field's check names it)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def load_config(cls, path: str | Path | None = None, overrides: dict | None = None, **values):
@@ -251,6 +259,8 @@ def load_config(cls, path: str | Path | None = None, overrides: dict | None = No
         where = f"--config {path}" if path is not None else cls.__name__
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
     for key, value in data.items():
+        if "float" in str(known[key].type) and isinstance(value, str):
+            data[key] = value = _as_float(value)   # YAML 1.1 reads 2e-4 (no dot) as a string
         if "bool" in str(known[key].type) and not isinstance(value, bool):
             raise ConfigError(f"--{key.replace('_', '-')} must be true or false, got {value!r}")
         if "list" in str(known[key].type) and not isinstance(value, list):

@@ -46,6 +46,16 @@ def test_bad_values_are_one_line_config_errors(overrides, message):
         load_config(Stage1Config, None, {"data": "d", **overrides})
 
 
+def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
+    # YAML 1.1 reads 5e-5 as a string; a researcher types it on --set and in a config file alike
+    assert load_config(Stage1Config, None, {"data": "d", "sft_learning_rate": "5e-5"}).sft_learning_rate == 5e-5
+    config = tmp_path / "c.yaml"
+    config.write_text("data: d\nsft_learning_rate: 2E-4\n")
+    assert load_config(Stage1Config, config).sft_learning_rate == 2e-4
+    with pytest.raises(ConfigError, match="--sft-learning-rate must be a number, got 'fast'"):
+        load_config(Stage1Config, None, {"data": "d", "sft_learning_rate": "fast"})
+
+
 def test_yaml_errors_name_the_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("- a list\n")
