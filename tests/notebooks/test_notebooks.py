@@ -236,7 +236,8 @@ def test_06_by_default_draws_figures_4_and_5_from_the_published_rows(tmp_path):
 
 def test_07_by_default_reads_the_engineer_table_export(tmp_path):
     _default_run("07_harness_engineer.ipynb", tmp_path,
-                 ["hint_after", "Reply with the whole hooks.py", "0.50 (3/6; 0.19–0.81)", "eng-sft"])
+                 ["block_after", "Reply with the whole hooks.py", "0.67 (4/6; 0.30–0.90)", "eng-sft-60", "eng-grpo",
+                  "train/nonzero_advantage_share"])
 
 
 def test_09_by_default_builds_the_published_gap_table_from_its_exports(tmp_path):

@@ -28,10 +28,11 @@ def test_no_best_candidate_without_a_valid_one_or_above_the_floor(tmp_path):
     assert E.best_candidate(cands)["index"] == 1 and E.best_candidate(cands, min_delta=0) is None
 
 
-# -- the committed engineer table (results/engineer-table-textworld/), what notebook 07 reads by default ----------
-def _export():
+# -- the committed engineer tables: results/engineer-table-textworld/ (SmolLM2 executor, two harnesses) and
+# results/engineer-table-textworld-gemma/ (Gemma executor, what notebook 07 reads by default) ----------------------
+def _export(name="engineer-table-textworld"):
     from jitlab.paths import repo_root
-    return repo_root() / "results" / "engineer-table-textworld"
+    return repo_root() / "results" / name
 
 
 def test_the_engineer_table_export_reads_back_per_harness_in_the_table_order():
@@ -53,6 +54,15 @@ def test_the_engineer_table_cells_give_k_over_n_with_wilson_intervals():
     assert base["success_batch"] == "0.50 (3/6; 0.19–0.81)" and base["success_test"] == "0.20 (2/10; 0.06–0.51)"
     aor = cells[(cells["harness"] == "aorchestra") & (cells["engineer"] == "base")].iloc[0]
     assert aor["success_disjoint"] == "0.17 (1/6; 0.03–0.56)"   # docs/measurements.md's row
+
+
+def test_the_gemma_table_keeps_the_rule_patch_and_reads_its_training_records():
+    cells = E.table_cells(_export("engineer-table-textworld-gemma")).set_index("engineer")
+    assert cells.loc["base", "success_batch"] == "0.00 (0/6; 0.00–0.39)"
+    assert cells.loc["rules", "kept"] and cells.loc["rules", "success_test"] == "0.30 (3/10; 0.11–0.60)"
+    assert E.packet(E.table_loops(_export("engineer-table-textworld-gemma"), "react")["rules"])["failures"]
+    training = _export("engineer-table-textworld-gemma") / "training"
+    assert {"eng-data", "eng-sft-60", "eng-grpo"} <= {p.name for p in training.iterdir()}
 
 
 def test_a_packet_is_looked_for_in_the_loop_and_its_export(tmp_path):
