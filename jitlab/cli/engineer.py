@@ -7,6 +7,7 @@
         --batch 4 --rounds 1 -k 4 --out runs/eng-toy [--disjoint] [--test 10]
     jitlab engineer table --suite textworld --harness react,aorchestra --engineers rules,interventions,embedded \\
         --batch 6 -k 4 --test 10 --out runs/engineer-table          # base vs + patches, one table
+    jitlab engineer export runs/engineer-table --out results/engineer-table-textworld   # loops, runs, table
     jitlab transfer --suite textworld --learn-on embedded --apply-to gemma3-270m --limit 6 --out runs/transfer-tw
 
 ``run``'s options are generated from :class:`jitlab.engineer.loop.EngineerConfig`, ``table``'s from
@@ -21,8 +22,8 @@ from jitlab.engineer.table import TableConfig, run_table
 from jitlab.engineer.transfer import TransferConfig, run_transfer
 from jitlab.errors import ConfigError
 
-__all__ = ["add_engineer_commands", "cmd_apply", "cmd_engineer_run", "cmd_mine", "cmd_packet", "cmd_table",
-           "cmd_transfer"]
+__all__ = ["add_engineer_commands", "cmd_apply", "cmd_engineer_run", "cmd_export", "cmd_mine", "cmd_packet",
+           "cmd_table", "cmd_transfer"]
 
 
 def cmd_packet(args) -> int:
@@ -74,8 +75,16 @@ def cmd_engineer_run(args) -> int:
 def cmd_table(args) -> int:
     cfg = config_from_args(TableConfig, args)
     rows = run_table(cfg)
-    print(f"\n{cfg.out}: {len(rows)} rows in {cfg.out}/table.md and table.csv; `jitlab export` the run directories "
-          f"under {cfg.out}/<harness>/<engineer>/ for results/", flush=True)
+    print(f"\n{cfg.out}: {len(rows)} rows in {cfg.out}/table.md and table.csv; for results/: "
+          f"jitlab engineer export {cfg.out} --out results/<name>", flush=True)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from jitlab.engineer.export import export_engineer
+    n = export_engineer(args.src, args.out)
+    print(f"jitlab engineer export: {n['loops']} loop(s), {n['runs']} run(s), {n['patches']} patch(es)"
+          f"{' and the table' if n['table'] else ''} in {args.out}", flush=True)
     return 0
 
 
@@ -113,6 +122,11 @@ def add_engineer_commands(subparsers) -> None:
     add_config_arguments(tb, TableConfig, required=("suite",), exclude=("k",))
     tb.add_argument("-k", "--k", dest="k", type=int, default=4, help="patches proposed per engineer (default: 4)")
     tb.set_defaults(func=cmd_table)
+    ex = sub.add_parser("export", help="compact export of engineer loops or a table (candidates, packets, patches, "
+                                       "runs) for results/")
+    ex.add_argument("src", help="a loop folder (`engineer run --out`) or a folder of loops (`engineer table --out`)")
+    ex.add_argument("--out", required=True, help="export folder, e.g. results/<name> (replaced by a new export)")
+    ex.set_defaults(func=cmd_export)
     t = subparsers.add_parser("transfer", help="learn a harness overlay on one backbone's dev runs, apply it to others: "
                                                "a Δ success matrix (resumable runs)")
     add_config_arguments(t, TransferConfig, required=("suite", "learn_on"))

@@ -27,8 +27,9 @@ __all__ = ["best_candidate", "candidate_run", "candidates", "engineer_deltas", "
 
 
 def packet(loop: str | Path) -> dict:
-    """The failure packet of an engineer loop's first round: ``round0/packet.json`` in a loop folder, ``packet.json``
-    in its export (``results/engineer-table-*/<harness>/<engineer>/``)."""
+    """The failure packet of an engineer loop's first round: ``round0/packet.json`` in a loop folder and in its
+    ``jitlab engineer export``, ``packet.json`` in exports made by hand before that command (``results/engineer-table-
+    textworld/<harness>/<engineer>/``)."""
     loop = Path(loop)
     for path in (loop / "round0" / "packet.json", loop / "packet.json"):
         if path.is_file():
