@@ -1,0 +1,9 @@
+"""Rule patch (jitlab engineer rules): block_after=15."""
+from dataclasses import dataclass
+
+from jitlab.modules.hooks import RuleHooks
+
+
+@dataclass
+class Hooks(RuleHooks):
+    block_after: int = 15

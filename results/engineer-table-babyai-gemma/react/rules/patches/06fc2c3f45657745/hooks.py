@@ -1,0 +1,10 @@
+"""Rule patch (jitlab engineer rules): block_after=1 + loop_after=3."""
+from dataclasses import dataclass
+
+from jitlab.modules.hooks import RuleHooks
+
+
+@dataclass
+class Hooks(RuleHooks):
+    block_after: int = 1
+    loop_after: int = 3
