@@ -46,11 +46,14 @@ test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
 # the whole training pipeline on this CPU, each suite in turn into runs/pipeline/<suite> (jitlab/train/configs/
-# pipeline.yaml for TextWorld, pipeline-babyai.yaml, pipeline-dbbench.yaml; rerun to resume), and in miniature
+# pipeline.yaml for TextWorld, pipeline-babyai.yaml, pipeline-dbbench.yaml; rerun to resume), then one generator
+# trained on the three suites' train tasks at once, evaluated on the 30-task mixed test stream (pipeline-mix.yaml; its
+# teacher evidence is the three suites' committed baseline exports), and in miniature
 pipeline: setup
 	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline.yaml --out runs/pipeline/textworld
 	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline-babyai.yaml --out runs/pipeline/babyai
 	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline-dbbench.yaml --out runs/pipeline/dbbench
+	$(BIN)/jitlab train pipeline --config jitlab/train/configs/pipeline-mix.yaml --out runs/pipeline/mix
 
 # the code format's smoke run (the student writes harness files; no streaming step)
 pipeline-code: setup

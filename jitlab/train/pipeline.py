@@ -33,7 +33,8 @@ task sees depends only on the tasks before it, jitlab.jit.inference).
 Every stage's own config is the stage dataclass (jitlab.train.config) with the pipeline's wiring (data folders,
 adapters, suite) and the YAML mapping given under the stage's key (``stage1: {sft_steps: 20}``). ``pipeline.json``
 records each step's inputs, outputs and wall time. Every stage's config (and the keys of ``baseline_options`` and
-``eval_options``, and that each of ``compare_runs`` is a run on ``suite`` and ``eval_split``) is checked before the
+``eval_options``, and that each of ``compare_runs`` is a run on ``suite`` and ``eval_split``, or on the same tasks of
+that split in its order under another spelling of the suite, e.g. a mix spec) is checked before the
 first step runs, so a typo in Stage III's mapping fails at once. A rerun
 skips a finished step whose inputs are unchanged, whose folder is still there and none of whose upstream steps
 (``after``: Stage II reads Stage I's adapter) ran after it; the stages themselves resume a killed training from its
@@ -54,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from jitlab.envs.base import get_suite
 from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.experiments import run_grid, seed_harnesses
 from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields, check_number
@@ -454,10 +456,20 @@ def check_stages(cfg: PipelineConfig, out: str | Path) -> None:
     for run in cfg.compare_runs:
         summary = Path(run) / "summary.json"
         where = json.loads(summary.read_text()) if summary.is_file() else {}
-        if (where.get("suite"), where.get("split")) != (cfg.suite, cfg.eval_split):
+        if (where.get("suite"), where.get("split")) != (cfg.suite, cfg.eval_split) and not _same_stream(where, cfg):
             found = f"a {where.get('suite')} {where.get('split')} run" if where else "no run (no summary.json)"
             raise ConfigError(f"pipeline config, compare_runs: {run} is {found}; give runs on {cfg.suite} "
                               f"{cfg.eval_split} (run directories or exports, paths from the working directory)")
+
+
+def _same_stream(summary: dict, cfg: PipelineConfig) -> bool:
+    """Whether a run on another suite spelling played the first tasks of ``cfg.suite``'s ``eval_split`` in their
+    order: a mix spec that adds a train split to a test stream's spec (jitlab/envs/mix.py) names the same stream."""
+    played = [row.get("task_id") for row in summary.get("per_task") or []]
+    if not played or summary.get("split") != cfg.eval_split:
+        return False
+    tasks = [t.id for t in get_suite(cfg.suite).tasks(cfg.eval_split)]
+    return played == tasks[:len(played)]
 
 
 def _phases(manifest: dict) -> dict:

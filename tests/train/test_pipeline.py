@@ -29,7 +29,8 @@ def test_config_checks_and_shipped_configs():
     from jitlab.train.pipeline import _stage
     with pytest.raises(ConfigError, match="pipeline config, stage1: .*unknown key.*sft_stepz"):
         _stage(Stage1Config, {"sft_stepz": 2}, {"data": "d"}, "stage1")
-    names = ("pipeline.yaml", "pipeline-babyai.yaml", "pipeline-dbbench.yaml", "pipeline-code.yaml", "pipeline-smoke.yaml")
+    names = ("pipeline.yaml", "pipeline-babyai.yaml", "pipeline-dbbench.yaml", "pipeline-mix.yaml", "pipeline-code.yaml",
+             "pipeline-smoke.yaml")
     assert sorted(names) == sorted(p.name for p in CONFIG_DIR.glob("pipeline*.yaml"))
     for name in names:
         cfg = load_config(PipelineConfig, CONFIG_DIR / name)
@@ -236,6 +237,31 @@ def test_the_new_space_configs_gather_train_evidence_on_every_family(name, monke
     assert cfg.stage3.get("split") == "train"     # Stage III samples train tasks too, never the dev picks' tasks
 
 
+def test_the_mix_config_learns_from_the_three_suites_teachers_and_pairs_with_the_streams_compose_jit(monkeypatch):
+    """pipeline-mix.yaml: its teacher evidence (the committed baseline exports) is each suite config's seeds on that
+    config's train tasks, which together are the mix's train split; its test split is the 30-task mixed stream, whose
+    compose JIT run (recorded under mix30.yaml) passes the compare_runs check."""
+    import pandas as pd
+
+    from jitlab.envs.base import get_suite
+    from jitlab.train.pipeline import check_stages
+    monkeypatch.chdir(REPO)
+    cfg = load_config(PipelineConfig, CONFIG_DIR / "pipeline-mix.yaml")
+    check_stages(cfg, Path("/nonexistent"))
+    seeds, played = {}, set()
+    for run in cfg.runs:
+        summary = json.loads((REPO / run / "summary.json").read_text())
+        assert (summary["split"], summary["backbone"]) == ("train", cfg.executor), run
+        seeds.setdefault(summary["suite"], set()).add(summary["harness"])
+        played |= set(pd.read_csv(REPO / run / "episodes.csv")["task_id"])
+    for name, (suite_name, *_rest) in NEW_SPACE.items():
+        assert seeds[suite_name] == set(load_config(PipelineConfig, CONFIG_DIR / name).seeds), name
+    mix = get_suite(cfg.suite)
+    assert played == {t.id for t in mix.tasks("train")}
+    assert [t.id for t in mix.tasks("test")] == [t.id for t in get_suite("mix:results/mix-30/mix30.yaml").tasks("test")]
+    assert cfg.eval_limit == 30 and cfg.stage3.get("split") == "train"
+
+
 @pytest.mark.parametrize("name", sorted(NEW_SPACE))
 def test_the_suite_configs_play_the_intermediate_policies_on_a_prefix_with_every_family_twice(name, monkeypatch):
     """Issue 43: base and stage3 on the whole evaluation, stage1 and stage2 on the split's first tasks, each family at
@@ -282,6 +308,21 @@ def test_compare_runs_on_another_split_or_missing_are_refused_before_any_step(tm
         run_steps(PipelineConfig(**{**TOY, "compare_runs": [str(REPO / react)]}), tmp_path / "o", ["baselines"])
     with pytest.raises(ConfigError, match="compare_runs: .*nothing-here is no run"):
         run_steps(PipelineConfig(**{**TOY, "compare_runs": [str(tmp_path / "nothing-here")]}), tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_compare_run_of_the_same_stream_under_another_mix_spec_is_accepted(tmp_path):
+    """The mixed test stream's compose JIT (recorded under mix30.yaml) beside a pipeline whose mix spec adds a train
+    split: the same 30 tasks in the same order pass the check; the same tasks in a shuffled order are refused."""
+    from jitlab.train.pipeline import check_stages
+    run = str(REPO / "results/mix-30/pipeline-final/mix30-compose-ov")
+    spec = tmp_path / "mix.yaml"
+    parts = "parts:\n  textworld: {train: 1, test: 9}\n  babyai: {train: 1, test: 12}\n  dbbench: {train: 1, test: 9}\n"
+    spec.write_text(parts)
+    check_stages(PipelineConfig(**{**TOY, "suite": f"mix:{spec}", "compare_runs": [run]}), tmp_path / "o")
+    spec.write_text(parts + "shuffle: 1\n")
+    with pytest.raises(ConfigError, match="compare_runs: .*mix30-compose-ov is a mix:results/mix-30/mix30.yaml test run"):
+        check_stages(PipelineConfig(**{**TOY, "suite": f"mix:{spec}", "compare_runs": [run]}), tmp_path / "o")
     assert not (tmp_path / "o").exists()
 
 
