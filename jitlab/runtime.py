@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from jitlab.compliance import step_record
 from jitlab.errors import BudgetExceeded, ConfigError, HarnessError, InfraError
 from jitlab.fields import check_fields
-from jitlab.llm.cache import cache_key
+from jitlab.llm.cache import cache_id, cache_key
 from jitlab.protocol import (
     SLOTS,
     Agent,
@@ -158,7 +158,7 @@ class LLMHandle:
             raise BudgetExceeded(f"token budget {self.budget.max_tokens} spent")
         self.chat_calls += 1
         messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
-        key = cache_key(self.backbone.id, messages, params, self.seed)
+        key = cache_key(cache_id(self.backbone), messages, params, self.seed)
         completion = self.cache.get(key) if self.cache else None
         if completion is None:
             self._check_spend()  # a cache hit costs nothing: only a call that reaches the backbone is capped
@@ -179,7 +179,7 @@ class LLMHandle:
         if scorer is None:
             raise NotImplementedError(f"backbone {self.backbone.id} has no score()")
         self.score_calls += 1
-        key = cache_key(self.backbone.id, messages, {"score": candidates}, self.seed)
+        key = cache_key(cache_id(self.backbone), messages, {"score": candidates}, self.seed)
         cached = self.cache.get(key, kind="score") if self.cache else None
         if cached is None:
             self._check_spend()

@@ -22,7 +22,7 @@ from pathlib import Path
 from jitlab.errors import ConfigError
 
 __all__ = ["ADAPTER_CONFIG", "BASE_FILE", "adapter_chain", "ignore_peft_checkpointing_probe", "is_adapter_dir",
-           "load_adapter", "trainable", "write_base"]
+           "load_adapter", "trainable", "weights_sha", "weights_tag", "write_base"]
 
 ADAPTER_CONFIG = "adapter_config.json"
 BASE_FILE = "jitlab_base.json"
@@ -85,6 +85,27 @@ def adapter_chain(directory: str | Path) -> tuple[str, list[Path]]:
     directory = Path(directory).resolve()
     base, below = _base_of(directory)
     return base, [*below, directory]
+
+
+def weights_sha(directory: str | Path) -> str:
+    """sha256 (16 hex digits) of the weight files of every adapter in ``directory``'s chain, in order: a stage trained
+    again into the same folder is another model, so the replay cache keys on this, not on the path alone
+    (``weights_tag``)."""
+    import hashlib
+    digest = hashlib.sha256()
+    for adapter in adapter_chain(directory)[1]:
+        for weights in sorted(adapter.glob("adapter_model.*")):
+            digest.update(weights.name.encode())
+            with weights.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def weights_tag(directory: str | Path) -> str:
+    """``@<weights_sha>`` for an adapter folder, '' for anything else: what a backbone's ``cache_id`` adds to its id
+    (jitlab.llm.hf.HFBackbone, jitlab.llm.lazy.LazyBackbone)."""
+    return f"@{weights_sha(directory)}" if is_adapter_dir(directory) else ""
 
 
 def load_adapter(directory: str | Path, load_base, dtype=None):

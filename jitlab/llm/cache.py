@@ -1,6 +1,7 @@
 """Content-addressed replay cache for backbone calls (SQLite).
 
-Key = sha256 of (backbone id, messages, params, seed). A hit returns the stored completion
+Key = sha256 of (backbone id, messages, params, seed); the id of a model whose weights can change in place (an
+adapter folder trained again) carries its weights' hash (``cache_id``). A hit returns the stored completion
 flagged ``cached=True`` and carrying the original call's tokens and cost, so reruns are exact
 and cost curves stay comparable. Set ``JITLAB_CACHE=off`` to disable.
 
@@ -34,7 +35,7 @@ from jitlab.paths import home
 from jitlab.plumbing import set_aside
 from jitlab.protocol import Completion
 
-__all__ = ["BUSY_WAIT_S", "CacheQuarantined", "ReplayCache", "cache_key", "default_cache"]
+__all__ = ["BUSY_WAIT_S", "CacheQuarantined", "ReplayCache", "cache_id", "cache_key", "default_cache"]
 
 _DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 BUSY_WAIT_S = 60.0   # how long one cache call waits out a lock held elsewhere before it skips the cache
@@ -42,6 +43,12 @@ BUSY_WAIT_S = 60.0   # how long one cache call waits out a lock held elsewhere b
 
 class CacheQuarantined(UserWarning):
     """The replay cache file was damaged and moved aside, or the cache was turned off after a failure."""
+
+
+def cache_id(backbone) -> str:
+    """What the key names a backbone by: its ``cache_id`` where it has one (a model whose weights can change under
+    the same id, e.g. a retrained adapter folder: jitlab.llm.hf), else its ``id``."""
+    return getattr(backbone, "cache_id", None) or backbone.id
 
 
 def cache_key(backbone_id: str, messages: list[dict], params: dict, seed: int | None) -> str:

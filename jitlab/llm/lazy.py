@@ -4,7 +4,8 @@ done) load no model. The runtime's handle (jitlab.runtime.LLMHandle) and every J
     bb = LazyBackbone("embedded", {})          # checks the name and options now, loads the model on the first chat()
     bb.chat(messages, max_new_tokens=48)
 
-``id`` is the configured name plus its options, which keys the replay cache. A backbone that fails to load
+``id`` is the configured name plus its options, which keys the replay cache (``cache_id``: with an adapter
+folder's weights hash, jitlab.llm.adapters.weights_tag). A backbone that fails to load
 is an InfraError (infrastructure), never a harness failure. A ``BackbonePool`` hands out one LazyBackbone per name
 and options, so the runs of a loop share one loaded model; its owner passes it to whatever runs them.
 """
@@ -15,6 +16,7 @@ import threading
 
 from jitlab.errors import ConfigError, InfraError
 from jitlab.llm import base, record
+from jitlab.llm.adapters import weights_tag
 
 __all__ = ["BackbonePool", "LazyBackbone"]
 
@@ -29,6 +31,8 @@ class LazyBackbone:
         base.check_options(name, options)   # names and options a load would refuse, before a run writes anything
         self.name, self.options = name, dict(options)
         self.id = name + (json.dumps(options, sort_keys=True) if options else "")
+        # the replay cache's key: an adapter folder trained again holds other weights under the same name
+        self.cache_id = self.id + (weights_tag(name[3:].partition("#")[0]) if name.startswith("hf:") else "")
         self._backbone = None
         self._recorder = record.from_env()   # JITLAB_RECORD_CALLS: the call stream, for benchmarks/replay.py
 

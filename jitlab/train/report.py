@@ -221,8 +221,13 @@ def _order(policy: str):
 def _policy_runs(out: Path) -> dict:
     """``{policy: RunRecord}`` (jitlab.compare.read_run) of the streaming JIT runs under ``out/streaming/``, in the
     closing table's order."""
-    names = [p.name for p in (out / "streaming").glob("*") if (p / "summary.json").is_file()]
+    names = [p.name for p in (out / "streaming").glob("*") if (p / "summary.json").is_file() and _current(p.name)]
     return {name: read_run(out / "streaming" / name, name) for name in sorted(names, key=_order)}
+
+
+def _current(name: str) -> bool:
+    """Not a folder a retrained stage's evaluation set aside (``<policy>.replaced-<k>``, jitlab.train.pipeline)."""
+    return ".replaced-" not in name
 
 
 def _streaming(run) -> dict:
@@ -247,7 +252,8 @@ def closing_table(out: str | Path, compare_runs=()):
     out = Path(out)
     runs = _policy_runs(out)
     rows = []
-    for policy in sorted({p.parent.name for p in (out / "validity").glob("*/summary.json")} | set(runs), key=_order):
+    validated = {p.parent.name for p in (out / "validity").glob("*/summary.json") if _current(p.parent.name)}
+    for policy in sorted(validated | set(runs), key=_order):
         row = {"policy": policy}
         validity = out / "validity" / policy
         if (validity / "summary.json").is_file():

@@ -236,3 +236,46 @@ def test_a_call_that_stays_locked_skips_the_cache_which_stays_on(tmp_path, monke
     holder.communicate("\n", timeout=60)
     cache.put("k", [1.0], kind="score")
     assert cache.get("k", kind="score") == [1.0] and cache.skipped == 2
+
+
+def test_a_backbone_whose_weights_changed_under_the_same_id_misses(tmp_path):
+    """A retrained adapter keeps its folder (its id) but not its weights: the key names it by ``cache_id``
+    (jitlab.llm.hf sets it to the id plus the adapters' weights hash), so the old completions are not replayed."""
+    backbone = ScriptedBackbone(lambda m: "x", name="cache-test")
+    backbone.cache_id = "cache-test@weights-1"
+    llm = _handle(tmp_path, backbone, [])
+    llm.chat(MESSAGES)
+    assert llm.chat(MESSAGES).cached
+    backbone.cache_id = "cache-test@weights-2"
+    assert not llm.chat(MESSAGES).cached and backbone.calls == 2
+
+
+def test_the_weights_hash_covers_every_adapter_in_the_chain(tmp_path):
+    from jitlab.llm.adapters import weights_sha, write_base
+    below, top = tmp_path / "stage1", tmp_path / "stage2"
+    for folder in (below, top):
+        folder.mkdir()
+        (folder / "adapter_config.json").write_text("{}")
+        (folder / "adapter_model.safetensors").write_bytes(b"weights of " + folder.name.encode())
+    write_base(top, "embedded", ["../stage1"])
+    first = weights_sha(top)
+    assert weights_sha(top) == first and len(first) == 16
+    (below / "adapter_model.safetensors").write_bytes(b"stage1 trained again")
+    second = weights_sha(top)
+    (top / "adapter_model.safetensors").write_bytes(b"stage2 trained again")
+    assert len({first, second, weights_sha(top)}) == 3
+
+
+def test_a_lazy_hf_adapter_backbone_keys_the_cache_by_its_weights_without_loading(tmp_path):
+    from jitlab.llm.adapters import write_base
+    from jitlab.llm.lazy import LazyBackbone
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    write_base(adapter, "embedded")
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights, first training")
+    first = LazyBackbone(f"hf:{adapter}", {})
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights, trained again")
+    second = LazyBackbone(f"hf:{adapter}", {})
+    assert first.id == second.id and first.cache_id != second.cache_id and first._backbone is None
+    assert LazyBackbone("scripted:pick-first", {}).cache_id == "scripted:pick-first"

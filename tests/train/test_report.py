@@ -135,6 +135,11 @@ def test_the_pairs_count_only_the_tasks_both_rows_played(tmp_path):
     _stream(tmp_path / "streaming" / "stage3", [1, 1, 1, 1, 1, 1, 1, 0, 0, 1], 200)
     compose = _stream(tmp_path / "compose", [1, 1, 0, 0, 1, 1, 1, 1, 1, 1], 80)
     dev = _stream(tmp_path / "dev-run", [1, 1, 1], 80, {"split": "dev"})
+    # a retrained stage's old evaluation, set aside by the pipeline: in neither table, never the final policy
+    _stream(tmp_path / "streaming" / "stage3.replaced-1", [0] * 10, 300)
+    (tmp_path / "validity" / "stage3.replaced-1").mkdir(parents=True)
+    (tmp_path / "validity" / "stage3.replaced-1" / "summary.json").write_text(json.dumps({"n": 10}))
+    assert list(closing_table(tmp_path)["policy"]) == ["base", "stage1", "stage3"]
     pairs = paired_table(tmp_path, [compose, dev])
     rows = {(r["a"], r["b"]): r for r in pairs.to_dict("records")}
     assert list(rows) == [("base", "stage1"), ("base", "stage3"), ("compose", "stage3"), ("dev-run", "stage3")]

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jitlab.errors import ConfigError
+from jitlab.llm.adapters import weights_tag
 from jitlab.llm.base import backend_config
 
 # the package's parts, one job each; their names are re-exported here (callers and tests use jitlab.llm.hf.<name>)
@@ -156,6 +157,8 @@ class HFBackbone:
         base_id = self.id
         self.id += "".join(f"+{x}" for x in (dtype if dtype != default_dtype else None, cfg.quantize) if x)
         self.price = find_price(resolve_pricing(cfg.pricing), self.id, base_id)  # the same model's price
+        # the replay cache's key: an adapter folder trained again holds other weights under the same id
+        self.cache_id = self.id + weights_tag(self.directory)
         if self.price is None:
             log.warning("no price for backbone %s: its calls cost 0; pass pricing=<yaml> to price it", self.id)
         if cfg.threads:
