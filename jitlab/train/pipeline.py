@@ -78,7 +78,7 @@ from jitlab.train.config import (
 )
 from jitlab.train.data import build_stage1
 from jitlab.train.evaluate import evaluate_generator
-from jitlab.train.records import file_sha256, write_json
+from jitlab.train.records import REPLACED, file_sha256, write_json
 from jitlab.train.repair_data import build_stage2
 from jitlab.train.report import EVAL_COLUMNS, pipeline_figures
 from jitlab.train.stage1 import run_stage1
@@ -89,8 +89,6 @@ __all__ = ["PIPELINE", "POLICIES", "STEPS", "PipelineConfig", "Step", "check_sta
            "eval_limit_of", "evaluate_policies", "k_references",
            "pipeline_run", "policy_backbones", "read_manifest", "repair_before", "run_pipeline", "run_steps",
            "stage_overrides"]
-
-REPLACED = "{name}.replaced-{k}"   # the name a folder holding other inputs is kept under (plumbing.set_aside)
 
 POLICIES = ("base", "stage1", "stage2", "stage3")
 

@@ -13,7 +13,11 @@ from pathlib import Path
 
 from jitlab.errors import StorageError
 
-__all__ = ["file_sha256", "git_sha", "read_jsonl", "versions", "write_json", "write_jsonl"]
+__all__ = ["REPLACED", "file_sha256", "git_sha", "is_replaced", "read_jsonl", "versions", "write_json",
+           "write_jsonl"]
+
+# the name a folder holding other inputs is kept under (plumbing.set_aside; jitlab.train.pipeline)
+REPLACED = "{name}.replaced-{k}"
 
 _PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tensorboard")
 
@@ -47,6 +51,11 @@ def read_jsonl(path: str | Path) -> list[dict]:
         except json.JSONDecodeError as exc:
             raise StorageError(f"{path}:{i} is not a JSON line ({exc}); rebuild the data with `jitlab train data`") from exc
     return rows
+
+
+def is_replaced(name: str) -> bool:
+    """Whether a folder name is one a rerun set aside under :data:`REPLACED` (a retrained stage's old evaluation)."""
+    return REPLACED.format(name="", k="") in name
 
 
 def file_sha256(path: str | Path) -> str | None:

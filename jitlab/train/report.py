@@ -20,6 +20,7 @@ from jitlab.compare import compare_pair, read_run
 from jitlab.errors import ConfigError
 from jitlab.jit.generate.plan import PlanError, check_plan, parse_plan, plan_text
 from jitlab.stats import wilson
+from jitlab.train.records import is_replaced
 from jitlab.viz import style as S
 from jitlab.viz.figures import write_table
 from jitlab.viz.runs import register_figure, save_figure
@@ -221,13 +222,8 @@ def _order(policy: str):
 def _policy_runs(out: Path) -> dict:
     """``{policy: RunRecord}`` (jitlab.compare.read_run) of the streaming JIT runs under ``out/streaming/``, in the
     closing table's order."""
-    names = [p.name for p in (out / "streaming").glob("*") if (p / "summary.json").is_file() and _current(p.name)]
+    names = [p.name for p in (out / "streaming").glob("*") if (p / "summary.json").is_file() and not is_replaced(p.name)]
     return {name: read_run(out / "streaming" / name, name) for name in sorted(names, key=_order)}
-
-
-def _current(name: str) -> bool:
-    """Not a folder a retrained stage's evaluation set aside (``<policy>.replaced-<k>``, jitlab.train.pipeline)."""
-    return ".replaced-" not in name
 
 
 def _streaming(run) -> dict:
@@ -252,7 +248,7 @@ def closing_table(out: str | Path, compare_runs=()):
     out = Path(out)
     runs = _policy_runs(out)
     rows = []
-    validated = {p.parent.name for p in (out / "validity").glob("*/summary.json") if _current(p.parent.name)}
+    validated = {p.parent.name for p in (out / "validity").glob("*/summary.json") if not is_replaced(p.parent.name)}
     for policy in sorted(validated | set(runs), key=_order):
         row = {"policy": policy}
         validity = out / "validity" / policy
