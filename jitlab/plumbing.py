@@ -1,5 +1,6 @@
 """Small system helpers every layer shares, each written once: a free local port, a file (with its SQLite side
-files) moved aside, an object named by a dotted registry path, and the content hash of a JSON value.
+files) moved aside, an object named by a dotted registry path, the content hash of a JSON value, and a file's bytes
+fed into a hash.
 
 Use::
 
@@ -8,6 +9,7 @@ Use::
     target = set_aside(path, "{name}.corrupt-{stamp}")   # the name the caller's readers look for
     factory = load_entry("jitlab.envs.toy:ToySuite")     # "package.module:attribute"
     digest = json_digest({"b": 1, "a": [2]})             # sha256 hex of the sorted-key JSON (others by str)
+    hexdigest = hash_file(path).hexdigest()              # sha256 of a file, read in 1 MiB blocks
 
 Caveats: a free port is free when asked; a server that binds it later may lose it to another process (the caller
 retries or reports it). ``set_aside`` never overwrites: a name already taken gets ``-1``, ``-2``, ... before the
@@ -24,7 +26,7 @@ import socket
 import time
 from pathlib import Path
 
-__all__ = ["SQLITE_SIDE_FILES", "free_port", "load_entry", "set_aside"]
+__all__ = ["SQLITE_SIDE_FILES", "free_port", "hash_file", "json_digest", "load_entry", "set_aside"]
 
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
@@ -68,3 +70,13 @@ def json_digest(value) -> str:
     """sha256 (hex) of ``value`` as sorted-key JSON, values JSON cannot hold written by ``str``: the one content hash
     of configs, prompts and records (a caller keeps the prefix it needs)."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def hash_file(path: str | Path, digest=None):
+    """``digest`` (a new sha256 when None) with ``path``'s bytes fed in, 1 MiB at a time (a model's weights never sit
+    in memory whole): the one file hasher of records, game files and adapter weights."""
+    digest = hashlib.sha256() if digest is None else digest
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest

@@ -34,7 +34,6 @@ import argparse
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -56,6 +55,7 @@ from jitlab.envs.base import Score, TaskSpec, check_choice, interleave
 from jitlab.errors import ConfigError, InfraError
 from jitlab.lockfile import open_lock_file
 from jitlab.paths import data_dir
+from jitlab.plumbing import hash_file
 from jitlab.protocol import Agent, Capability, Decision, Observation
 
 __all__ = ["ACT", "LEVELS", "TextWorldConfig", "TextWorldEnv", "TextWorldSuite", "WalkthroughOracle",
@@ -128,14 +128,6 @@ def _task_id(family: str, level: int, split: str, index: int) -> str:
     return f"tw-{family}-l{level}-{split}-{index:02d}"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @contextlib.contextmanager
 def _locked(path: Path):
     """Exclusive advisory lock on ``path`` (held across threads and processes; never through a symbolic link)."""
@@ -187,7 +179,7 @@ class _Cache:
         for ext, path in self.paths(game_id).items():
             if not path.exists():
                 return f"{path.name} is missing"
-            if _sha256(path) != entry["sha256"][ext]:
+            if hash_file(path).hexdigest() != entry["sha256"][ext]:
                 return f"{path.name} does not match its sha256 in the manifest (corrupt)"
         return None
 
@@ -217,7 +209,7 @@ class _Cache:
                 raise InfraError(f"tw-make failed for {game_id} (exit {proc.returncode}): "
                                  f"{(proc.stderr or proc.stdout)[-800:]}\ncommand: {' '.join(cmd)}")
             walkthrough = json.loads(made["json"].read_text())["metadata"]["walkthrough"]
-            sha = {ext: _sha256(p) for ext, p in made.items()}
+            sha = {ext: hash_file(p).hexdigest() for ext, p in made.items()}
             final = self.paths(game_id)
             os.replace(made["json"], final["json"])   # atomic renames; json first so a z8 never lacks it
             os.replace(made["z8"], final["z8"])

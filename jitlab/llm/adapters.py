@@ -16,10 +16,12 @@ The adapters are merged into the weights (``merge_and_unload``), so generation r
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 from jitlab.errors import ConfigError
+from jitlab.plumbing import hash_file
 
 __all__ = ["ADAPTER_CONFIG", "BASE_FILE", "adapter_chain", "ignore_peft_checkpointing_probe", "is_adapter_dir",
            "load_adapter", "trainable", "weights_sha", "weights_tag", "write_base"]
@@ -91,14 +93,11 @@ def weights_sha(directory: str | Path) -> str:
     """sha256 (16 hex digits) of the weight files of every adapter in ``directory``'s chain, in order: a stage trained
     again into the same folder is another model, so the replay cache keys on this, not on the path alone
     (``weights_tag``)."""
-    import hashlib
     digest = hashlib.sha256()
     for adapter in adapter_chain(directory)[1]:
         for weights in sorted(adapter.glob("adapter_model.*")):
             digest.update(weights.name.encode())
-            with weights.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
+            hash_file(weights, digest)
     return digest.hexdigest()[:16]
 
 

@@ -5,13 +5,13 @@
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 from pathlib import Path
 
 from jitlab.errors import StorageError
+from jitlab.plumbing import hash_file
 
 __all__ = ["REPLACED", "file_sha256", "git_sha", "is_replaced", "read_jsonl", "versions", "write_json",
            "write_jsonl"]
@@ -62,7 +62,7 @@ def file_sha256(path: str | Path) -> str | None:
     path = Path(path)
     if not path.is_file():
         return None
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hash_file(path).hexdigest()
 
 
 def versions() -> dict:
