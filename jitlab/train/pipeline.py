@@ -60,6 +60,7 @@ from jitlab.errors import ConfigDrift, ConfigError
 from jitlab.experiments import run_grid, seed_harnesses
 from jitlab.fields import ROUNDS_MAX, STEPS_MAX, WORKERS_MAX, check_fields, check_number
 from jitlab.jit.inference import JITConfig, run_jit
+from jitlab.llm.base import hf_folder
 from jitlab.llm.hf import release
 from jitlab.paths import repo_root
 from jitlab.plumbing import set_aside
@@ -268,8 +269,8 @@ def evaluate_policies(cfg: PipelineConfig, out: str | Path, mode: str = "validit
                                "k_references": max(1, k_references(cfg)), **cfg.eval_options})
             summary = json.loads((run_jit(jit) / "summary.json").read_text())
             result[policy] = {k: summary.get(k) for k in EVAL_COLUMNS[1:]}
-        if backbone.startswith("hf:"):   # each policy's model is loaded once: free it before the next (~3 GB each)
-            release(backbone.removeprefix("hf:").partition("#")[0])
+        if folder := hf_folder(backbone):   # each policy's model is loaded once: free it before the next (~3 GB each)
+            release(folder)
     return result
 
 
@@ -278,10 +279,8 @@ def _claim(folder: Path, backbone: str) -> None:
     adapter's sha256): one holding another adapter's (a stage trained again into the same path) is set aside as
     ``<policy>.replaced-<k>``, since a rerun would otherwise return or resume the old weights' results. A folder
     without the record (made before it existed) is taken as the current weights'."""
-    path = backbone.removeprefix("hf:")
-    weights = Path(path) / "adapter_model.safetensors"
-    now = {"backbone": backbone, "sha256": file_sha256(weights) if backbone.startswith("hf:") and weights.is_file()
-           else None}
+    adapter = hf_folder(backbone)
+    now = {"backbone": backbone, "sha256": file_sha256(Path(adapter) / "adapter_model.safetensors") if adapter else None}
     mark = folder / "policy.json"
     if mark.is_file() and json.loads(mark.read_text()) != now:
         set_aside(folder, REPLACED)

@@ -279,3 +279,10 @@ def test_a_lazy_hf_adapter_backbone_keys_the_cache_by_its_weights_without_loadin
     second = LazyBackbone(f"hf:{adapter}", {})
     assert first.id == second.id and first.cache_id != second.cache_id and first._backbone is None
     assert LazyBackbone("scripted:pick-first", {}).cache_id == "scripted:pick-first"
+
+
+def test_hf_folder_is_the_folder_of_an_hf_name_only():
+    from jitlab.llm.base import hf_folder
+    assert hf_folder("hf:runs/p/stage3/adapter") == "runs/p/stage3/adapter"
+    assert hf_folder("hf:models/gemma#model.gguf") == "models/gemma"
+    assert hf_folder("openvino:embedded") is None and hf_folder("embedded") is None
